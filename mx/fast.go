@@ -1,0 +1,165 @@
+package mx
+
+import (
+	"fmt"
+	"math"
+)
+
+// RMSNorm normalises the last axis: x / sqrt(mean(x²) + eps) · weight, accumulating in
+// float32. weight may be nil (RMSNormNoScale).
+func RMSNorm(x, weight *Array, eps float64) *Array {
+	var wh Handle
+	if weight != nil {
+		sameEngine("rms_norm", x, weight)
+		if weight.Ndim() != 1 || weight.Dim(0) != x.Dim(-1) {
+			panic(fmt.Sprintf("mx: rms_norm: weight %v for x %v", weight.Shape(), x.Shape()))
+		}
+		wh = weight.h
+	}
+	return Wrap(x.e, x.e.RMSNorm(x.h, wh, eps))
+}
+
+// RoPE rotates the first dims features of the last axis of x, shaped [..., S, D], for
+// positions offset..offset+S-1. Rotate-half layout unless traditional.
+// With freqs (shape [dims/2]) pair i rotates by angle pos·scale/freqs[i]; otherwise by
+// pos·scale·base^(-2i/dims).
+func RoPE(x *Array, dims int, traditional bool, base float64, scale float64, offset int, freqs *Array) *Array {
+	d := x.Dim(-1)
+	if dims <= 0 || dims > d || dims%2 != 0 {
+		panic(fmt.Sprintf("mx: rope: dims %d for head size %d", dims, d))
+	}
+	p := RoPEParams{Dims: dims, Traditional: traditional, Base: base, Scale: scale, Offset: offset}
+	if freqs != nil {
+		sameEngine("rope", x, freqs)
+		if freqs.Ndim() != 1 || freqs.Dim(0) != dims/2 {
+			panic(fmt.Sprintf("mx: rope: freqs %v for dims %d", freqs.Shape(), dims))
+		}
+		p.Freqs = freqs.h
+		p.Base = 0
+	} else if base <= 0 {
+		panic("mx: rope: base must be positive without freqs")
+	}
+	return Wrap(x.e, x.e.RoPE(x.h, p))
+}
+
+// ScaledDotProductAttention computes softmax(q·kᵀ·scale + mask)·v with q [B, Hq, Lq, D],
+// k and v [B, Hkv, Lk, D] (Hq a multiple of Hkv: query head h uses kv head h/(Hq/Hkv)).
+// mask, optional, is boolean (true = may attend) and broadcasts to [B, Hq, Lq, Lk].
+func ScaledDotProductAttention(q, k, v *Array, scale float64, mask *Array) *Array {
+	e := sameEngine("sdpa", q, k, v)
+	qs, ks, vs := q.Shape(), k.Shape(), v.Shape()
+	if len(qs) != 4 || len(ks) != 4 || len(vs) != 4 || ks[1] != vs[1] || ks[2] != vs[2] ||
+		qs[0] != ks[0] || qs[3] != ks[3] || ks[1] == 0 || qs[1]%ks[1] != 0 {
+		panic(fmt.Sprintf("mx: sdpa: q %v k %v v %v", qs, ks, vs))
+	}
+	var mh Handle
+	if mask != nil {
+		sameEngine("sdpa", q, mask)
+		if mask.DType() != Bool {
+			panic("mx: sdpa: mask must be bool")
+		}
+		if _, err := BroadcastShapes(mask.Shape(), []int{qs[0], qs[1], qs[2], ks[2]}); err != nil {
+			panic(fmt.Sprintf("mx: sdpa: mask %v for scores [%d %d %d %d]", mask.Shape(), qs[0], qs[1], qs[2], ks[2]))
+		}
+		mh = mask.h
+	}
+	return Wrap(e, e.ScaledDotProductAttention(q.h, k.h, v.h, scale, mh))
+}
+
+// GELUTanh is the tanh approximation 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))).
+func GELUTanh(x *Array) *Array {
+	c := math.Sqrt(2 / math.Pi)
+	inner := MulScalar(Add(x, MulScalar(Multiply(Square(x), x), 0.044715)), c)
+	return Multiply(MulScalar(x, 0.5), AddScalar(Tanh(inner), 1))
+}
+
+// Quantize packs the last axis of w (MLX affine quantization).
+func Quantize(w *Array, groupSize, bits int) (wq, scales, biases *Array) {
+	checkQuant("quantize", w.Dim(-1), groupSize, bits)
+	a, b, c := w.e.Quantize(w.h, QuantParams{GroupSize: groupSize, Bits: bits})
+	return Wrap(w.e, a), Wrap(w.e, b), Wrap(w.e, c)
+}
+
+// Dequantize unpacks an MLX affine-quantized weight.
+func Dequantize(wq, scales, biases *Array, groupSize, bits int) *Array {
+	e := sameEngine("dequantize", wq, scales, biases)
+	checkQuantArrays("dequantize", wq, scales, biases, groupSize, bits)
+	return Wrap(e, e.Dequantize(wq.h, scales.h, biases.h, QuantParams{GroupSize: groupSize, Bits: bits}))
+}
+
+// QuantizedMatmul is x·Wᵀ (transpose) or x·W with W quantized along its last axis.
+// W is 2-D: [N, K] packed when transpose, [K, N] packed otherwise.
+func QuantizedMatmul(x, wq, scales, biases *Array, transpose bool, groupSize, bits int) *Array {
+	e := sameEngine("quantized_matmul", x, wq, scales, biases)
+	checkQuantArrays("quantized_matmul", wq, scales, biases, groupSize, bits)
+	rows, cols := wq.Dim(-2), wq.Dim(-1)*32/bits
+	k := cols
+	if !transpose {
+		k = rows
+	}
+	if x.Dim(-1) != k || wq.Ndim() != 2 {
+		panic(fmt.Sprintf("mx: quantized_matmul: x %v with weight [%d %d] transpose=%v", x.Shape(), rows, cols, transpose))
+	}
+	return Wrap(e, e.QuantizedMatmul(x.h, wq.h, scales.h, biases.h, transpose, QuantParams{GroupSize: groupSize, Bits: bits}))
+}
+
+// GatherQMM multiplies each row of x by the expert weight picked by rhsIndices:
+// x [..., K] with rhsIndices of shape [...] (x's leading shape), W [E, N, K] packed
+// (transpose) or [E, K, N]; the result is [..., N].
+func GatherQMM(x, wq, scales, biases, rhsIndices *Array, transpose bool, groupSize, bits int) *Array {
+	e := sameEngine("gather_qmm", x, wq, scales, biases, rhsIndices)
+	checkQuantArrays("gather_qmm", wq, scales, biases, groupSize, bits)
+	if wq.Ndim() != 3 {
+		panic(fmt.Sprintf("mx: gather_qmm: weight %v must be [E, rows, packed]", wq.Shape()))
+	}
+	rows, cols := wq.Dim(1), wq.Dim(2)*32/bits
+	k := cols
+	if !transpose {
+		k = rows
+	}
+	xs := x.Shape()
+	if xs[len(xs)-1] != k || !rhsIndices.DType().IsInteger() || prod(xs[:len(xs)-1]) != rhsIndices.Size() {
+		panic(fmt.Sprintf("mx: gather_qmm: x %v indices %v weight %v transpose=%v", xs, rhsIndices.Shape(), wq.Shape(), transpose))
+	}
+	return Wrap(e, e.GatherQMM(x.h, wq.h, scales.h, biases.h, rhsIndices.h, transpose, QuantParams{GroupSize: groupSize, Bits: bits}))
+}
+
+func checkQuant(op string, cols, groupSize, bits int) {
+	switch bits {
+	case 2, 3, 4, 5, 6, 8:
+	default:
+		panic(fmt.Sprintf("mx: %s: bits %d not in {2,3,4,5,6,8}", op, bits))
+	}
+	switch groupSize {
+	case 32, 64, 128:
+	default:
+		panic(fmt.Sprintf("mx: %s: group size %d not in {32,64,128}", op, groupSize))
+	}
+	if cols%groupSize != 0 {
+		panic(fmt.Sprintf("mx: %s: last axis %d not a multiple of group size %d", op, cols, groupSize))
+	}
+}
+
+func checkQuantArrays(op string, wq, scales, biases *Array, groupSize, bits int) {
+	if wq.DType() != Uint32 {
+		panic(fmt.Sprintf("mx: %s: packed weight has dtype %s, want uint32", op, wq.DType()))
+	}
+	ws := wq.Shape()
+	if len(ws) < 2 || (ws[len(ws)-1]*32)%bits != 0 {
+		panic(fmt.Sprintf("mx: %s: packed weight %v for %d bits", op, ws, bits))
+	}
+	cols := ws[len(ws)-1] * 32 / bits
+	checkQuant(op, cols, groupSize, bits)
+	want := append(append([]int(nil), ws[:len(ws)-1]...), cols/groupSize)
+	for _, a := range []*Array{scales, biases} {
+		s := a.Shape()
+		if len(s) != len(want) {
+			panic(fmt.Sprintf("mx: %s: scales/biases %v for packed weight %v (want %v)", op, s, ws, want))
+		}
+		for i := range s {
+			if s[i] != want[i] {
+				panic(fmt.Sprintf("mx: %s: scales/biases %v for packed weight %v (want %v)", op, s, ws, want))
+			}
+		}
+	}
+}

@@ -1,0 +1,174 @@
+package goeng
+
+import (
+	"fmt"
+
+	"github.com/dgtune/dgtune/mx"
+)
+
+// node records how a traced tensor was made. A tensor is traced when it descends from
+// an argument of an active ValueAndGrad; only traced tensors carry nodes, so ordinary
+// inference builds no graph.
+type node struct {
+	op     string
+	inputs []*tensor
+	// vjp maps the output cotangent to one cotangent per input (nil entries: none).
+	// A nil vjp on a non-leaf means the op has no derivative.
+	vjp  func(g *tensor) []*tensor
+	leaf bool
+}
+
+// record attaches a node to out when any input is traced. vjp is only called during
+// the backward pass.
+func record(out *tensor, op string, inputs []*tensor, vjp func(g *tensor) []*tensor) mx.Handle {
+	traced := false
+	for _, in := range inputs {
+		traced = traced || (in != nil && in.node != nil)
+	}
+	if !traced {
+		return untraced(out)
+	}
+	fresh := out.node == nil
+	for _, in := range inputs {
+		fresh = fresh && in != out
+	}
+	if !fresh { // out is an input (or traced already): give it its own identity
+		out = &tensor{shape: out.shape, dt: out.dt, data: out.data}
+	}
+	out.node = &node{op: op, inputs: inputs, vjp: vjp}
+	return out
+}
+
+// untraced returns a view of t that no graph can see.
+func untraced(t *tensor) *tensor {
+	if t.node == nil {
+		return t
+	}
+	return &tensor{shape: t.shape, dt: t.dt, data: t.data}
+}
+
+// ValueAndGrad evaluates f on leaves made from args and walks the recorded graph back
+// from the first output.
+func (e *Engine) ValueAndGrad(f func([]mx.Handle) []mx.Handle, args []mx.Handle, argnums []int) ([]mx.Handle, []mx.Handle) {
+	in := make([]mx.Handle, len(args))
+	leaves := make([]*tensor, len(argnums))
+	for i, a := range args {
+		in[i] = untraced(tt(a))
+	}
+	for j, n := range argnums {
+		t := tt(args[n])
+		if !t.dt.IsFloat() {
+			continue
+		}
+		leaf := &tensor{shape: t.shape, dt: t.dt, data: t.data, node: &node{op: "leaf", leaf: true}}
+		leaves[j] = leaf
+		in[n] = leaf
+	}
+	outs := f(in)
+	y := tt(outs[0])
+	grads := backward(y, leaves)
+	values := make([]mx.Handle, len(outs))
+	for i, o := range outs {
+		values[i] = untraced(tt(o))
+	}
+	res := make([]mx.Handle, len(leaves))
+	for j, l := range leaves {
+		if l == nil {
+			continue
+		}
+		g := grads[l]
+		if g == nil {
+			g = fromF32(l.shape, l.dt, make([]float32, l.size()))
+		}
+		res[j] = castTensor(untraced(g), l.dt)
+	}
+	return values, res
+}
+
+// backward returns d y / d t for every traced tensor t reachable from y.
+func backward(y *tensor, leaves []*tensor) map[*tensor]*tensor {
+	cot := map[*tensor]*tensor{}
+	if y.node == nil {
+		return cot
+	}
+	// Topological order by iterative depth-first search.
+	var order []*tensor
+	state := map[*tensor]uint8{} // 1 = on stack, 2 = done
+	type frame struct {
+		t    *tensor
+		next int
+	}
+	stack := []frame{{t: y}}
+	state[y] = 1
+	for len(stack) > 0 {
+		top := &stack[len(stack)-1]
+		if top.next < len(top.t.node.inputs) {
+			in := top.t.node.inputs[top.next]
+			top.next++
+			if in != nil && in.node != nil && state[in] == 0 {
+				state[in] = 1
+				stack = append(stack, frame{t: in})
+			}
+			continue
+		}
+		state[top.t] = 2
+		order = append(order, top.t)
+		stack = stack[:len(stack)-1]
+	}
+	cot[y] = fromF32(y.shape, mx.Float32, fill(y.size(), 1))
+	isLeaf := map[*tensor]bool{}
+	for _, l := range leaves {
+		if l != nil {
+			isLeaf[l] = true
+		}
+	}
+	for i := len(order) - 1; i >= 0; i-- {
+		t := order[i]
+		g := cot[t]
+		if g == nil || t.node.leaf {
+			continue
+		}
+		if !isLeaf[t] {
+			delete(cot, t) // free cotangents as soon as they are consumed
+		}
+		if t.node.vjp == nil {
+			panic(fmt.Sprintf("goeng: no vjp for op %s", t.node.op))
+		}
+		gs := t.node.vjp(g)
+		for k, in := range t.node.inputs {
+			if in == nil || in.node == nil || k >= len(gs) || gs[k] == nil {
+				continue
+			}
+			gk := gs[k]
+			if !sameShape(gk.shape, in.shape) {
+				panic(fmt.Sprintf("goeng: vjp of %s gave cotangent %v for input %v", t.node.op, gk.shape, in.shape))
+			}
+			if prev := cot[in]; prev != nil {
+				cot[in] = binaryKernel(mx.OpAdd, prev, gk)
+			} else {
+				cot[in] = gk
+			}
+		}
+	}
+	return cot
+}
+
+func sameShape(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func fill(n int, v float32) []float32 {
+	out := make([]float32, n)
+	for i := range out {
+		out[i] = v
+	}
+	return out
+}

@@ -1,0 +1,12 @@
+// Package goeng is dgtune's pure-Go array engine: eager, CPU, parallel over cores, with
+// reverse-mode autodiff recorded on a per-call tape. It needs no cgo and is always
+// compiled; it registers itself with mx under the name "go".
+//
+// Float compute is float32; float16 and bfloat16 arrays are converted to float32 for
+// each op and the result rounded back to the op's dtype, as MLX's CPU backend does.
+// Integer ops compute in int64 and wrap to the result dtype.
+//
+// Arrays are immutable and always contiguous row-major; views (transpose, broadcast,
+// slice) are materialised. Memory is managed by Go's garbage collector, so Free and
+// scopes are no-ops beyond dropping references.
+package goeng

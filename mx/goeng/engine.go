@@ -1,0 +1,272 @@
+package goeng
+
+import (
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/dgtune/dgtune/mx"
+)
+
+// Engine is the pure-Go engine. It holds no state: every array carries its own data.
+type Engine struct{}
+
+// New returns the go engine.
+func New() *Engine { return &Engine{} }
+
+func init() {
+	mx.Register("go", func() (mx.Engine, error) { return New(), nil })
+}
+
+// Name implements mx.Engine.
+func (e *Engine) Name() string { return "go" }
+
+func (e *Engine) FromSlice(data any, shape []int, dt mx.DType) mx.Handle {
+	var src *tensor
+	switch v := data.(type) {
+	case []float32:
+		src = newTensor(shape, mx.Float32, slices.Clone(v))
+	case []float64:
+		src = newTensor(shape, mx.Float64, slices.Clone(v))
+	case []uint16:
+		if dt != mx.Float16 && dt != mx.BFloat16 {
+			panic(fmt.Sprintf("goeng: []uint16 data for dtype %s (only half types)", dt))
+		}
+		return newTensor(shape, dt, slices.Clone(v))
+	case []int32:
+		src = newTensor(shape, mx.Int32, slices.Clone(v))
+	case []int64:
+		src = newTensor(shape, mx.Int64, slices.Clone(v))
+	case []uint32:
+		src = newTensor(shape, mx.Uint32, slices.Clone(v))
+	case []uint8:
+		src = newTensor(shape, mx.Uint8, slices.Clone(v))
+	case []bool:
+		src = newTensor(shape, mx.Bool, slices.Clone(v))
+	default:
+		panic(fmt.Sprintf("goeng: FromSlice: unsupported %T", data))
+	}
+	return castTensor(src, dt)
+}
+
+func (e *Engine) FromBytes(b []byte, shape []int, dt mx.DType) mx.Handle {
+	return fromBytes(b, shape, dt)
+}
+
+func (e *Engine) Full(shape []int, value float64, dt mx.DType) mx.Handle {
+	n := numel(shape)
+	if dt.IsFloat() {
+		return fromF32(shape, dt, fill(n, float32(value)))
+	}
+	vals := make([]int64, n)
+	for i := range vals {
+		vals[i] = int64(value)
+	}
+	return fromI64(shape, dt, vals)
+}
+
+func (e *Engine) Arange(start, stop, step float64, dt mx.DType) mx.Handle {
+	n := int(math.Ceil((stop - start) / step))
+	n = max(n, 0)
+	if dt.IsFloat() {
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = float32(start + float64(i)*step)
+		}
+		return fromF32([]int{n}, dt, v)
+	}
+	v := make([]int64, n)
+	for i := range v {
+		v[i] = int64(start + float64(i)*step)
+	}
+	return fromI64([]int{n}, dt, v)
+}
+
+func (e *Engine) Shape(h mx.Handle) []int   { return tt(h).shape }
+func (e *Engine) DType(h mx.Handle) mx.DType { return tt(h).dt }
+func (e *Engine) ToSlice(h mx.Handle) any    { return cloneData(tt(h).data) }
+func (e *Engine) Eval(...mx.Handle)          {}
+func (e *Engine) Free(mx.Handle)             {}
+func (e *Engine) PushScope()                 {}
+func (e *Engine) PopScope([]mx.Handle)       {}
+
+func (e *Engine) Unary(op mx.UnaryOp, h mx.Handle) mx.Handle {
+	x := tt(h)
+	out := unaryKernel(op, x)
+	if !out.dt.IsFloat() || !x.dt.IsFloat() {
+		return untraced(out)
+	}
+	return record(out, op.String(), []*tensor{x}, unaryVJP(op, x, out))
+}
+
+func (e *Engine) Binary(op mx.BinaryOp, ha, hb mx.Handle) mx.Handle {
+	a, b := tt(ha), tt(hb)
+	out := binaryKernel(op, a, b)
+	if !out.dt.IsFloat() || op == mx.OpFloorDivide {
+		return untraced(out)
+	}
+	return record(out, op.String(), []*tensor{a, b}, binaryVJP(op, a, b, out))
+}
+
+func (e *Engine) Where(hc, ha, hb mx.Handle) mx.Handle {
+	c, a, b := tt(hc), tt(ha), tt(hb)
+	out := whereKernel(c, a, b)
+	if !out.dt.IsFloat() {
+		return untraced(out)
+	}
+	return record(out, "where", []*tensor{c, a, b}, whereVJP(c, a, b))
+}
+
+func (e *Engine) AsType(h mx.Handle, dt mx.DType) mx.Handle {
+	x := tt(h)
+	out := castTensor(x, dt)
+	if !x.dt.IsFloat() || !dt.IsFloat() {
+		return untraced(out)
+	}
+	return record(out, "astype", []*tensor{x}, asTypeVJP(x))
+}
+
+func (e *Engine) Reshape(h mx.Handle, shape []int) mx.Handle {
+	x := tt(h)
+	return record(reshapeKernel(x, shape), "reshape", []*tensor{x}, reshapeVJP(x))
+}
+
+func (e *Engine) Transpose(h mx.Handle, axes []int) mx.Handle {
+	x := tt(h)
+	return record(transposeKernel(x, axes), "transpose", []*tensor{x}, transposeVJP(axes))
+}
+
+func (e *Engine) BroadcastTo(h mx.Handle, shape []int) mx.Handle {
+	x := tt(h)
+	return record(broadcastKernel(x, shape), "broadcast_to", []*tensor{x}, broadcastVJP(x))
+}
+
+func (e *Engine) Slice(h mx.Handle, start, stop, step []int) mx.Handle {
+	x := tt(h)
+	return record(sliceKernel(x, start, stop, step), "slice", []*tensor{x}, sliceVJP(x, start, stop, step))
+}
+
+func (e *Engine) SliceUpdate(h, hu mx.Handle, start, stop, step []int) mx.Handle {
+	x, u := tt(h), tt(hu)
+	return record(sliceUpdateKernel(x, u, start, stop, step), "slice_update", []*tensor{x, u}, sliceUpdateVJP(u, start, stop, step))
+}
+
+func (e *Engine) Concatenate(hs []mx.Handle, axis int) mx.Handle {
+	xs := make([]*tensor, len(hs))
+	for i, h := range hs {
+		xs[i] = tt(h)
+	}
+	return record(concatKernel(xs, axis), "concatenate", xs, concatVJP(xs, axis))
+}
+
+func (e *Engine) Reduce(op mx.ReduceOp, h mx.Handle, axes []int, keep bool) mx.Handle {
+	x := tt(h)
+	out := reduceKernel(op, x, axes, keep)
+	if !out.dt.IsFloat() {
+		return untraced(out)
+	}
+	return record(out, op.String(), []*tensor{x}, reduceVJP(op, x, out, axes))
+}
+
+func (e *Engine) Argmax(h mx.Handle, axis int, keep bool) mx.Handle {
+	return argKernel(tt(h), axis, keep, true)
+}
+
+func (e *Engine) Argmin(h mx.Handle, axis int, keep bool) mx.Handle {
+	return argKernel(tt(h), axis, keep, false)
+}
+
+func (e *Engine) Softmax(h mx.Handle, axis int) mx.Handle {
+	x := tt(h)
+	out := softmaxKernel(x, axis)
+	return record(out, "softmax", []*tensor{x}, softmaxVJP(out, axis))
+}
+
+func (e *Engine) Cumsum(h mx.Handle, axis int, reverse, inclusive bool) mx.Handle {
+	x := tt(h)
+	out := scanKernel(x, axis, reverse, inclusive, false)
+	if !out.dt.IsFloat() {
+		return untraced(out)
+	}
+	return record(out, "cumsum", []*tensor{x}, cumsumVJP(axis, reverse, inclusive))
+}
+
+func (e *Engine) Cummax(h mx.Handle, axis int, reverse, inclusive bool) mx.Handle {
+	x := tt(h)
+	// No VJP: a traced input makes the backward walk stop here with the op's name.
+	return record(scanKernel(x, axis, reverse, inclusive, true), "cummax", []*tensor{x}, nil)
+}
+
+func (e *Engine) Argsort(h mx.Handle, axis int) mx.Handle { return argsortKernel(tt(h), axis) }
+
+func (e *Engine) Argpartition(h mx.Handle, kth, axis int) mx.Handle {
+	return argsortKernel(tt(h), axis)
+}
+
+func (e *Engine) Matmul(ha, hb mx.Handle) mx.Handle {
+	a, b := tt(ha), tt(hb)
+	return record(matmulKernel(a, b), "matmul", []*tensor{a, b}, matmulVJP(a, b))
+}
+
+func (e *Engine) Take(h, hi mx.Handle, axis int) mx.Handle {
+	x, idx := tt(h), tt(hi)
+	return record(takeKernel(x, idx, axis), "take", []*tensor{x, idx}, takeVJP(x, idx, axis))
+}
+
+func (e *Engine) TakeAlongAxis(h, hi mx.Handle, axis int) mx.Handle {
+	x, idx := tt(h), tt(hi)
+	return record(takeAlongKernel(x, idx, axis), "take_along_axis", []*tensor{x, idx}, takeAlongVJP(x, idx, axis))
+}
+
+func (e *Engine) RMSNorm(h, hw mx.Handle, eps float64) mx.Handle {
+	x := tt(h)
+	var w *tensor
+	if hw != nil {
+		w = tt(hw)
+	}
+	return record(rmsNormKernel(x, w, eps), "rms_norm", []*tensor{x, w}, rmsNormVJP(x, w, eps))
+}
+
+func (e *Engine) RoPE(h mx.Handle, p mx.RoPEParams) mx.Handle {
+	x := tt(h)
+	var f *tensor
+	if p.Freqs != nil {
+		f = tt(p.Freqs)
+	}
+	return record(ropeKernel(x, p, f, 1), "rope", []*tensor{x, f}, ropeVJP(p, f))
+}
+
+// ScaledDotProductAttention is composed from recorded ops, so its VJP is the chain of
+// theirs. Query heads are grouped per kv head ([B, Hkv, G, Lq, D]) instead of
+// repeating K and V.
+func (e *Engine) ScaledDotProductAttention(hq, hk, hv mx.Handle, scale float64, hm mx.Handle) mx.Handle {
+	q, k := tt(hq), tt(hk)
+	b, hq_, lq, d := q.shape[0], q.shape[1], q.shape[2], q.shape[3]
+	hkv, lk := k.shape[1], k.shape[2]
+	g := hq_ / hkv
+	qg := e.Reshape(hq, []int{b, hkv, g * lq, d})
+	kt := e.Transpose(hk, []int{0, 1, 3, 2})
+	scores := e.Matmul(qg, kt)
+	scores = e.Binary(mx.OpMultiply, scores, e.Full(nil, scale, tt(scores).dt))
+	scores = e.Reshape(scores, []int{b, hkv, g, lq, lk})
+	if hm != nil {
+		m := tt(hm)
+		full := broadcastKernel(m, mustBroadcast(m.shape, []int{b, hq_, lq, lk}))
+		mask := reshapeKernel(full, []int{full.shape[0], hkv, g, lq, lk})
+		scores = e.Where(mask, scores, e.Full(nil, math.Inf(-1), tt(scores).dt))
+	}
+	probs := e.Softmax(scores, 4)
+	probs = e.Reshape(probs, []int{b, hkv, g * lq, lk})
+	out := e.Matmul(probs, hv)
+	return e.Reshape(out, []int{b, hq_, lq, tt(hv).shape[3]})
+}
+
+func mustBroadcast(a, b []int) []int {
+	s, err := mx.BroadcastShapes(a, b)
+	if err != nil {
+		panic(fmt.Sprintf("goeng: %v", err))
+	}
+	return s
+}
+
+func (e *Engine) StopGradient(h mx.Handle) mx.Handle { return untraced(tt(h)) }

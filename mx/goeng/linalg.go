@@ -1,0 +1,287 @@
+package goeng
+
+import (
+	"fmt"
+	"math"
+	"slices"
+
+	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/blas32"
+
+	"github.com/dgtune/dgtune/mx"
+)
+
+// matmulKernel multiplies the last two axes, broadcasting the batch axes. Compute is
+// float32 through gonum's blocked, parallel SGEMM.
+func matmulKernel(a, b *tensor) *tensor {
+	na, nb := len(a.shape), len(b.shape)
+	m, k, n := a.shape[na-2], a.shape[na-1], b.shape[nb-1]
+	if b.shape[nb-2] != k {
+		panic(fmt.Sprintf("goeng: matmul %v × %v", a.shape, b.shape))
+	}
+	batch, err := mx.BroadcastShapes(a.shape[:na-2], b.shape[:nb-2])
+	if err != nil {
+		panic(fmt.Sprintf("goeng: matmul %v × %v: %v", a.shape, b.shape, err))
+	}
+	dt := mx.PromoteTypes(a.dt, b.dt)
+	if !dt.IsFloat() {
+		dt = mx.Float32
+	}
+	ab := broadcastKernel(a, append(slices.Clone(batch), m, k))
+	bb := broadcastKernel(b, append(slices.Clone(batch), k, n))
+	av, bv := ab.f32(), bb.f32()
+	nbatch := numel(batch)
+	out := make([]float32, nbatch*m*n)
+	gemm := func(i int) {
+		if m == 0 || n == 0 {
+			return
+		}
+		if k == 0 {
+			return
+		}
+		blas32.Gemm(blas.NoTrans, blas.NoTrans, 1,
+			blas32.General{Rows: m, Cols: k, Stride: k, Data: av[i*m*k : (i+1)*m*k]},
+			blas32.General{Rows: k, Cols: n, Stride: n, Data: bv[i*k*n : (i+1)*k*n]},
+			0, blas32.General{Rows: m, Cols: n, Stride: n, Data: out[i*m*n : (i+1)*m*n]})
+	}
+	if nbatch > 1 && m*n*k < 1<<18 {
+		parallelFor(nbatch, m*n*k, func(lo, hi int) {
+			for i := lo; i < hi; i++ {
+				gemm(i)
+			}
+		})
+	} else {
+		for i := range nbatch {
+			gemm(i)
+		}
+	}
+	return fromF32(append(slices.Clone(batch), m, n), dt, out)
+}
+
+func normIndex(i int64, d int, op string) int {
+	if i < 0 {
+		i += int64(d)
+	}
+	if i < 0 || i >= int64(d) {
+		panic(fmt.Sprintf("goeng: %s: index %d out of range for axis of size %d", op, i, d))
+	}
+	return int(i)
+}
+
+// takeKernel gathers along axis: out[pre, I..., post] = x[pre, idx[I...], post].
+func takeKernel(x, idx *tensor, axis int) *tensor {
+	pre := numel(x.shape[:axis])
+	d := x.shape[axis]
+	post := numel(x.shape[axis+1:])
+	ids := idx.i64()
+	pos := make([]int, len(ids))
+	for i, v := range ids {
+		pos[i] = normIndex(v, d, "take")
+	}
+	shape := append(append(slices.Clone(x.shape[:axis]), idx.shape...), x.shape[axis+1:]...)
+	data := makeData(x.dt, numel(shape))
+	ni := len(pos)
+	gatherRows(data, x.data, func(yield func(dst, src int)) {
+		for p := range pre {
+			for j, s := range pos {
+				yield((p*ni+j)*post, (p*d+s)*post)
+			}
+		}
+	}, post)
+	return newTensor(shape, x.dt, data)
+}
+
+// gatherRows copies runs of n elements from src to dst at the offsets produced by each.
+func gatherRows(dst, src any, each func(yield func(dst, src int)), n int) {
+	switch d := dst.(type) {
+	case []float32:
+		s := src.([]float32)
+		each(func(a, b int) { copy(d[a:a+n], s[b:b+n]) })
+	case []uint16:
+		s := src.([]uint16)
+		each(func(a, b int) { copy(d[a:a+n], s[b:b+n]) })
+	case []int32:
+		s := src.([]int32)
+		each(func(a, b int) { copy(d[a:a+n], s[b:b+n]) })
+	case []uint32:
+		s := src.([]uint32)
+		each(func(a, b int) { copy(d[a:a+n], s[b:b+n]) })
+	case []float64:
+		s := src.([]float64)
+		each(func(a, b int) { copy(d[a:a+n], s[b:b+n]) })
+	case []int64:
+		s := src.([]int64)
+		each(func(a, b int) { copy(d[a:a+n], s[b:b+n]) })
+	case []uint8:
+		s := src.([]uint8)
+		each(func(a, b int) { copy(d[a:a+n], s[b:b+n]) })
+	case []bool:
+		s := src.([]bool)
+		each(func(a, b int) { copy(d[a:a+n], s[b:b+n]) })
+	default:
+		panic(fmt.Sprintf("goeng: bad data %T", dst))
+	}
+}
+
+// takeAlongPositions returns the output shape and, for every output element, the flat
+// index into x that take_along_axis reads.
+func takeAlongPositions(xShape []int, idx *tensor, axis int) ([]int, []int) {
+	nd := len(xShape)
+	xs := slices.Clone(xShape)
+	xs[axis] = 1
+	is := slices.Clone(idx.shape)
+	is[axis] = 1
+	bshape, err := mx.BroadcastShapes(xs, is)
+	if err != nil {
+		panic(fmt.Sprintf("goeng: take_along_axis: x %v indices %v", xShape, idx.shape))
+	}
+	out := slices.Clone(bshape)
+	out[axis] = idx.shape[axis]
+	ist := broadcastStrides(idx.shape, out)
+	xst := broadcastStrides(xShape, out)
+	xfull := strides(xShape)
+	ids := idx.i64()
+	n := numel(out)
+	pos := make([]int, n)
+	cnt := make([]int, nd)
+	for i := range n {
+		ii, xi := 0, 0
+		for d := range nd {
+			ii += cnt[d] * ist[d]
+			if d != axis {
+				xi += cnt[d] * xst[d]
+			}
+		}
+		xi += normIndex(ids[ii], xShape[axis], "take_along_axis") * xfull[axis]
+		pos[i] = xi
+		for d := nd - 1; d >= 0; d-- {
+			cnt[d]++
+			if cnt[d] < out[d] {
+				break
+			}
+			cnt[d] = 0
+		}
+	}
+	return out, pos
+}
+
+func takeAlongKernel(x, idx *tensor, axis int) *tensor {
+	out, pos := takeAlongPositions(x.shape, idx, axis)
+	data := makeData(x.dt, len(pos))
+	gatherRows(data, x.data, func(yield func(dst, src int)) {
+		for i, p := range pos {
+			yield(i, p)
+		}
+	}, 1)
+	return newTensor(out, x.dt, data)
+}
+
+// scatterAddF32 adds g's elements into a zero tensor of shape at the flat positions pos.
+func scatterAddF32(shape []int, g []float32, pos []int) []float32 {
+	out := make([]float32, numel(shape))
+	for i, p := range pos {
+		out[p] += g[i]
+	}
+	return out
+}
+
+// rmsNormKernel: y = x · rsqrt(mean(x²) + eps) · w over the last axis.
+func rmsNormKernel(x, w *tensor, eps float64) *tensor {
+	d := x.shape[len(x.shape)-1]
+	in := x.f32()
+	var wv []float32
+	if w != nil {
+		wv = w.f32()
+	}
+	out := make([]float32, len(in))
+	rows := len(in) / max(d, 1)
+	parallelFor(rows, d, func(lo, hi int) {
+		for r := lo; r < hi; r++ {
+			row, dst := in[r*d:(r+1)*d], out[r*d:(r+1)*d]
+			inv := rmsInv(row, eps)
+			for i, v := range row {
+				y := v * inv
+				if wv != nil {
+					y *= wv[i]
+				}
+				dst[i] = y
+			}
+		}
+	})
+	dt := x.dt
+	if w != nil {
+		dt = mx.PromoteTypes(dt, w.dt)
+	}
+	return fromF32(x.shape, dt, out)
+}
+
+func rmsInv(row []float32, eps float64) float32 {
+	var s float64
+	for _, v := range row {
+		s += float64(v) * float64(v)
+	}
+	return float32(1 / math.Sqrt(s/float64(len(row))+eps))
+}
+
+// ropeAngles returns the per-pair inverse frequencies (angle per unit position).
+func ropeInvFreq(p mx.RoPEParams, freqs *tensor) []float64 {
+	half := p.Dims / 2
+	inv := make([]float64, half)
+	if freqs != nil {
+		for i, f := range freqs.f32() {
+			inv[i] = 1 / float64(f)
+		}
+		return inv
+	}
+	for i := range inv {
+		inv[i] = math.Pow(p.Base, -2*float64(i)/float64(p.Dims))
+	}
+	return inv
+}
+
+// ropeKernel rotates x [..., S, D]; sign -1 applies the inverse rotation (for the VJP).
+func ropeKernel(x *tensor, p mx.RoPEParams, freqs *tensor, sign float64) *tensor {
+	nd := len(x.shape)
+	if nd < 2 {
+		panic(fmt.Sprintf("goeng: rope on shape %v", x.shape))
+	}
+	s, d := x.shape[nd-2], x.shape[nd-1]
+	half := p.Dims / 2
+	inv := ropeInvFreq(p, freqs)
+	scale := p.Scale
+	if scale == 0 {
+		scale = 1
+	}
+	cos := make([]float32, s*half)
+	sin := make([]float32, s*half)
+	for t := range s {
+		pos := float64(p.Offset+t) * scale
+		for i := range half {
+			a := float32(pos * inv[i])
+			cos[t*half+i] = float32(math.Cos(float64(a)))
+			sin[t*half+i] = float32(sign * math.Sin(float64(a)))
+		}
+	}
+	in := x.f32()
+	out := slices.Clone(in)
+	rows := len(in) / max(d, 1)
+	parallelFor(rows, d, func(lo, hi int) {
+		for r := lo; r < hi; r++ {
+			t := r % s
+			row, dst := in[r*d:(r+1)*d], out[r*d:(r+1)*d]
+			c, sn := cos[t*half:(t+1)*half], sin[t*half:(t+1)*half]
+			for i := range half {
+				var a, b int
+				if p.Traditional {
+					a, b = 2*i, 2*i+1
+				} else {
+					a, b = i, i+half
+				}
+				x1, x2 := row[a], row[b]
+				dst[a] = x1*c[i] - x2*sn[i]
+				dst[b] = x2*c[i] + x1*sn[i]
+			}
+		}
+	})
+	return fromF32(x.shape, x.dt, out)
+}

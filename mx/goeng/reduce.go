@@ -1,0 +1,342 @@
+package goeng
+
+import (
+	"math"
+	"slices"
+	"sort"
+
+	"github.com/dgtune/dgtune/mx"
+)
+
+// toRows moves the given (sorted) axes to the end and returns the tensor with the shape
+// of the kept axes and the row length.
+func toRows(x *tensor, axes []int) (*tensor, []int, int) {
+	nd := len(x.shape)
+	isRed := make([]bool, nd)
+	for _, a := range axes {
+		isRed[a] = true
+	}
+	perm := make([]int, 0, nd)
+	var kept []int
+	for i := range nd {
+		if !isRed[i] {
+			perm = append(perm, i)
+			kept = append(kept, x.shape[i])
+		}
+	}
+	rowLen := 1
+	for _, a := range axes {
+		perm = append(perm, a)
+		rowLen *= x.shape[a]
+	}
+	return transposeKernel(x, perm), kept, rowLen
+}
+
+func reducedShape(shape, axes []int, keep bool) []int {
+	var out []int
+	for i, d := range shape {
+		if slices.Contains(axes, i) {
+			if keep {
+				out = append(out, 1)
+			}
+			continue
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+func reduceKernel(op mx.ReduceOp, x *tensor, axes []int, keep bool) *tensor {
+	outShape := reducedShape(x.shape, axes, keep)
+	xt, _, rowLen := toRows(x, axes)
+	rows := numel(outShape)
+	switch op {
+	case mx.ReduceAll, mx.ReduceAny:
+		in := xt.bools()
+		out := make([]bool, rows)
+		for r := range rows {
+			row := in[r*rowLen : (r+1)*rowLen]
+			v := op == mx.ReduceAll
+			for _, b := range row {
+				if op == mx.ReduceAll {
+					v = v && b
+				} else {
+					v = v || b
+				}
+			}
+			out[r] = v
+		}
+		return newTensor(outShape, mx.Bool, out)
+	}
+	if !x.dt.IsFloat() && op != mx.ReduceLogSumExp {
+		in := xt.i64()
+		out := make([]int64, rows)
+		for r := range rows {
+			row := in[r*rowLen : (r+1)*rowLen]
+			var v int64
+			switch op {
+			case mx.ReduceSum:
+				for _, a := range row {
+					v += a
+				}
+			case mx.ReduceProd:
+				v = 1
+				for _, a := range row {
+					v *= a
+				}
+			case mx.ReduceMax:
+				v = math.MinInt64
+				for _, a := range row {
+					v = max(v, a)
+				}
+			case mx.ReduceMin:
+				v = math.MaxInt64
+				for _, a := range row {
+					v = min(v, a)
+				}
+			}
+			out[r] = v
+		}
+		dt := x.dt
+		if dt == mx.Bool {
+			dt = mx.Int32
+		}
+		return fromI64(outShape, dt, out)
+	}
+	in := xt.f32()
+	out := make([]float32, rows)
+	parallelFor(rows, rowLen, func(lo, hi int) {
+		for r := lo; r < hi; r++ {
+			out[r] = reduceRow(op, in[r*rowLen:(r+1)*rowLen])
+		}
+	})
+	dt := x.dt
+	if !dt.IsFloat() {
+		dt = mx.Float32
+	}
+	return fromF32(outShape, dt, out)
+}
+
+// reduceRow accumulates in float64 so that sums of long rows stay accurate.
+func reduceRow(op mx.ReduceOp, row []float32) float32 {
+	switch op {
+	case mx.ReduceSum:
+		var s float64
+		for _, v := range row {
+			s += float64(v)
+		}
+		return float32(s)
+	case mx.ReduceProd:
+		p := 1.0
+		for _, v := range row {
+			p *= float64(v)
+		}
+		return float32(p)
+	case mx.ReduceMax:
+		m := float32(math.Inf(-1))
+		for _, v := range row {
+			if v > m || v != v {
+				m = v
+			}
+		}
+		return m
+	case mx.ReduceMin:
+		m := float32(math.Inf(1))
+		for _, v := range row {
+			if v < m || v != v {
+				m = v
+			}
+		}
+		return m
+	case mx.ReduceLogSumExp:
+		return logSumExpRow(row)
+	}
+	panic("goeng: bad reduce op")
+}
+
+func logSumExpRow(row []float32) float32 {
+	m := float32(math.Inf(-1))
+	for _, v := range row {
+		m = max(m, v)
+	}
+	if math.IsInf(float64(m), 0) {
+		return m
+	}
+	var s float64
+	for _, v := range row {
+		s += math.Exp(float64(v - m))
+	}
+	return m + float32(math.Log(s))
+}
+
+func argKernel(x *tensor, axis int, keep, isMax bool) *tensor {
+	outShape := reducedShape(x.shape, []int{axis}, keep)
+	xt, _ := moveAxisLast(x, axis)
+	d := x.shape[axis]
+	rows := numel(outShape)
+	out := make([]int32, rows)
+	if x.dt.IsFloat() {
+		in := xt.f32()
+		for r := range rows {
+			row := in[r*d : (r+1)*d]
+			best := 0
+			for i, v := range row {
+				if (isMax && v > row[best]) || (!isMax && v < row[best]) || (v != v && row[best] == row[best]) {
+					best = i
+				}
+			}
+			out[r] = int32(best)
+		}
+	} else {
+		in := xt.i64()
+		for r := range rows {
+			row := in[r*d : (r+1)*d]
+			best := 0
+			for i, v := range row {
+				if (isMax && v > row[best]) || (!isMax && v < row[best]) {
+					best = i
+				}
+			}
+			out[r] = int32(best)
+		}
+	}
+	return newTensor(outShape, mx.Int32, out)
+}
+
+func softmaxKernel(x *tensor, axis int) *tensor {
+	xt, inv := moveAxisLast(x, axis)
+	d := x.shape[axis]
+	in := xt.f32()
+	out := make([]float32, len(in))
+	rows := len(in) / max(d, 1)
+	parallelFor(rows, d, func(lo, hi int) {
+		for r := lo; r < hi; r++ {
+			softmaxRow(out[r*d:(r+1)*d], in[r*d:(r+1)*d])
+		}
+	})
+	dt := x.dt
+	if !dt.IsFloat() {
+		dt = mx.Float32
+	}
+	return restoreAxis(fromF32(xt.shape, dt, out), inv)
+}
+
+func softmaxRow(dst, row []float32) {
+	m := float32(math.Inf(-1))
+	for _, v := range row {
+		m = max(m, v)
+	}
+	var s float64
+	for i, v := range row {
+		e := math.Exp(float64(v - m))
+		dst[i] = float32(e)
+		s += e
+	}
+	inv := float32(1 / s)
+	for i := range dst {
+		dst[i] *= inv
+	}
+}
+
+func scanKernel(x *tensor, axis int, reverse, inclusive, isMax bool) *tensor {
+	xt, inv := moveAxisLast(x, axis)
+	d := x.shape[axis]
+	rows := xt.size() / max(d, 1)
+	order := func(i int) int {
+		if reverse {
+			return d - 1 - i
+		}
+		return i
+	}
+	if x.dt.IsFloat() {
+		in := xt.f32()
+		out := make([]float32, len(in))
+		for r := range rows {
+			row, dst := in[r*d:(r+1)*d], out[r*d:(r+1)*d]
+			acc := float32(0)
+			if isMax {
+				acc = float32(math.Inf(-1))
+			}
+			for i := range d {
+				j := order(i)
+				if !inclusive {
+					dst[j] = acc
+				}
+				if isMax {
+					acc = max(acc, row[j])
+				} else {
+					acc += row[j]
+				}
+				if inclusive {
+					dst[j] = acc
+				}
+			}
+		}
+		return restoreAxis(fromF32(xt.shape, x.dt, out), inv)
+	}
+	in := xt.i64()
+	out := make([]int64, len(in))
+	for r := range rows {
+		row, dst := in[r*d:(r+1)*d], out[r*d:(r+1)*d]
+		acc := int64(0)
+		if isMax {
+			acc = math.MinInt64
+		}
+		for i := range d {
+			j := order(i)
+			if !inclusive {
+				dst[j] = acc
+			}
+			if isMax {
+				acc = max(acc, row[j])
+			} else {
+				acc += row[j]
+			}
+			if inclusive {
+				dst[j] = acc
+			}
+		}
+	}
+	dt := x.dt
+	if dt == mx.Bool {
+		dt = mx.Int32
+	}
+	return restoreAxis(fromI64(xt.shape, dt, out), inv)
+}
+
+// argsortKernel sorts stably; NaN sorts last, as in MLX. Argpartition uses it too: a
+// full sort is a valid partition for every kth.
+func argsortKernel(x *tensor, axis int) *tensor {
+	xt, inv := moveAxisLast(x, axis)
+	d := x.shape[axis]
+	rows := xt.size() / max(d, 1)
+	out := make([]int32, xt.size())
+	if x.dt.IsFloat() {
+		in := xt.f32()
+		parallelFor(rows, d*8, func(lo, hi int) {
+			for r := lo; r < hi; r++ {
+				row, idx := in[r*d:(r+1)*d], out[r*d:(r+1)*d]
+				for i := range idx {
+					idx[i] = int32(i)
+				}
+				sort.SliceStable(idx, func(a, b int) bool {
+					va, vb := row[idx[a]], row[idx[b]]
+					if va != va {
+						return false
+					}
+					return vb != vb || va < vb
+				})
+			}
+		})
+	} else {
+		in := xt.i64()
+		for r := range rows {
+			row, idx := in[r*d:(r+1)*d], out[r*d:(r+1)*d]
+			for i := range idx {
+				idx[i] = int32(i)
+			}
+			sort.SliceStable(idx, func(a, b int) bool { return row[idx[a]] < row[idx[b]] })
+		}
+	}
+	return restoreAxis(newTensor(xt.shape, mx.Int32, out), inv)
+}

@@ -1,0 +1,369 @@
+package goeng
+
+// The vector-Jacobian products of every differentiable op, in one place.
+//
+// Glossary. The root is the scalar output y of the function given to ValueAndGrad.
+// The adjoint (cotangent) of a tensor t is g_t = ∂y/∂t, with t's shape. The VJP of an
+// op out = f(x1, ..., xn) maps g_out to (g_out · ∂out/∂x1, ..., g_out · ∂out/∂xn); the
+// backward walk sums contributions when a tensor feeds several ops. StopGradient is an
+// identity that records nothing, so the walk never crosses it; ops whose outputs are
+// integers (argmax, argsort, comparisons, random draws) record nothing either.
+// Broadcast inputs receive the cotangent summed over the broadcast axes (unbroadcast).
+//
+// Every VJP here is computed with the untraced kernels, so the backward pass builds no
+// graph of its own.
+
+import (
+	"math"
+	"slices"
+
+	"github.com/dgtune/dgtune/mx"
+)
+
+func kadd(a, b *tensor) *tensor { return binaryKernel(mx.OpAdd, a, b) }
+func ksub(a, b *tensor) *tensor { return binaryKernel(mx.OpSubtract, a, b) }
+func kmul(a, b *tensor) *tensor { return binaryKernel(mx.OpMultiply, a, b) }
+func kdiv(a, b *tensor) *tensor { return binaryKernel(mx.OpDivide, a, b) }
+func kneg(a *tensor) *tensor    { return unaryKernel(mx.OpNegative, a) }
+func kscale(a *tensor, s float32) *tensor {
+	in := a.f32()
+	out := make([]float32, len(in))
+	for i, v := range in {
+		out[i] = v * s
+	}
+	return fromF32(a.shape, mx.Float32, out)
+}
+
+// unbroadcast sums g over the axes along which an input of shape was broadcast.
+func unbroadcast(g *tensor, shape []int) *tensor {
+	if slices.Equal(g.shape, shape) {
+		return g
+	}
+	off := len(g.shape) - len(shape)
+	var axes []int
+	for i := range g.shape {
+		if i < off || (shape[i-off] == 1 && g.shape[i] != 1) {
+			axes = append(axes, i)
+		}
+	}
+	r := g
+	if len(axes) > 0 {
+		r = reduceKernel(mx.ReduceSum, g, axes, true)
+	}
+	return reshapeKernel(r, shape)
+}
+
+// d exp(x) = exp(x); d log x = 1/x; d √x = 1/(2√x); d x^-½ = -½ x^-3/2;
+// d tanh = 1 - tanh²; d σ = σ(1-σ); d |x| = sign x; d x² = 2x; d sin = cos; d cos = -sin;
+// d erf = 2/√π e^{-x²}; d log1p = 1/(1+x); d 1/x = -1/x².
+func unaryVJP(op mx.UnaryOp, x, out *tensor) func(g *tensor) []*tensor {
+	one := func(f func(g *tensor) *tensor) func(g *tensor) []*tensor {
+		return func(g *tensor) []*tensor { return []*tensor{f(g)} }
+	}
+	pointwise := func(df func(x, y float32) float32) func(g *tensor) []*tensor {
+		return one(func(g *tensor) *tensor {
+			xv, yv, gv := x.f32(), out.f32(), g.f32()
+			res := make([]float32, len(gv))
+			for i := range gv {
+				res[i] = gv[i] * df(xv[i], yv[i])
+			}
+			return fromF32(x.shape, mx.Float32, res)
+		})
+	}
+	switch op {
+	case mx.OpNegative:
+		return one(kneg)
+	case mx.OpExp:
+		return pointwise(func(_, y float32) float32 { return y })
+	case mx.OpLog:
+		return pointwise(func(x, _ float32) float32 { return 1 / x })
+	case mx.OpSqrt:
+		return pointwise(func(_, y float32) float32 { return 0.5 / y })
+	case mx.OpRsqrt:
+		return pointwise(func(_, y float32) float32 { return -0.5 * y * y * y })
+	case mx.OpTanh:
+		return pointwise(func(_, y float32) float32 { return 1 - y*y })
+	case mx.OpSigmoid:
+		return pointwise(func(_, y float32) float32 { return y * (1 - y) })
+	case mx.OpAbs:
+		return pointwise(func(x, _ float32) float32 {
+			switch {
+			case x > 0:
+				return 1
+			case x < 0:
+				return -1
+			}
+			return 0
+		})
+	case mx.OpSquare:
+		return pointwise(func(x, _ float32) float32 { return 2 * x })
+	case mx.OpSin:
+		return pointwise(func(x, _ float32) float32 { return float32(math.Cos(float64(x))) })
+	case mx.OpCos:
+		return pointwise(func(x, _ float32) float32 { return -float32(math.Sin(float64(x))) })
+	case mx.OpErf:
+		return pointwise(func(x, _ float32) float32 { return float32(2 / math.Sqrt(math.Pi) * math.Exp(-float64(x*x))) })
+	case mx.OpLog1p:
+		return pointwise(func(x, _ float32) float32 { return 1 / (1 + x) })
+	case mx.OpReciprocal:
+		return pointwise(func(_, y float32) float32 { return -y * y })
+	case mx.OpFloor, mx.OpSign:
+		return func(*tensor) []*tensor { return []*tensor{nil} } // zero almost everywhere
+	}
+	return nil
+}
+
+// d(a±b) = g, ±g; d(ab) = gb, ga; d(a/b) = g/b, -g·a/b²; max/min route g to the
+// chosen side (ties to a); d aᵇ = g·b·a^(b-1), g·aᵇ·ln a; d rem(a,b) = g, -g·⌊a/b⌋.
+func binaryVJP(op mx.BinaryOp, a, b, out *tensor) func(g *tensor) []*tensor {
+	both := func(ga, gb *tensor) []*tensor {
+		var ra, rb *tensor
+		if ga != nil {
+			ra = unbroadcast(ga, a.shape)
+		}
+		if gb != nil {
+			rb = unbroadcast(gb, b.shape)
+		}
+		return []*tensor{ra, rb}
+	}
+	switch op {
+	case mx.OpAdd:
+		return func(g *tensor) []*tensor { return both(g, g) }
+	case mx.OpSubtract:
+		return func(g *tensor) []*tensor { return both(g, kneg(g)) }
+	case mx.OpMultiply:
+		return func(g *tensor) []*tensor { return both(kmul(g, b), kmul(g, a)) }
+	case mx.OpDivide:
+		return func(g *tensor) []*tensor { return both(kdiv(g, b), kneg(kdiv(kmul(g, out), b))) }
+	case mx.OpMaximum, mx.OpMinimum:
+		return func(g *tensor) []*tensor {
+			cmp := mx.OpGreaterEqual
+			if op == mx.OpMinimum {
+				cmp = mx.OpLessEqual
+			}
+			mask := binaryKernel(cmp, a, b)
+			zero := fromF32(nil, mx.Float32, []float32{0})
+			return both(whereKernel(mask, g, zero), whereKernel(mask, zero, g))
+		}
+	case mx.OpPower:
+		return func(g *tensor) []*tensor {
+			one := fromF32(nil, mx.Float32, []float32{1})
+			ga := kmul(g, kmul(b, binaryKernel(mx.OpPower, a, ksub(b, one))))
+			gb := kmul(g, kmul(out, unaryKernel(mx.OpLog, a)))
+			return both(ga, gb)
+		}
+	case mx.OpRemainder:
+		return func(g *tensor) []*tensor {
+			return both(g, kneg(kmul(g, binaryKernel(mx.OpFloorDivide, a, b))))
+		}
+	}
+	return nil
+}
+
+// Where routes g to a where cond holds and to b elsewhere.
+func whereVJP(c, a, b *tensor) func(g *tensor) []*tensor {
+	return func(g *tensor) []*tensor {
+		zero := fromF32(nil, mx.Float32, []float32{0})
+		return []*tensor{nil, unbroadcast(whereKernel(c, g, zero), a.shape), unbroadcast(whereKernel(c, zero, g), b.shape)}
+	}
+}
+
+// A cast between float types passes g through, cast back to the input's dtype.
+func asTypeVJP(x *tensor) func(g *tensor) []*tensor {
+	return func(g *tensor) []*tensor { return []*tensor{castTensor(g, x.dt)} }
+}
+
+func reshapeVJP(x *tensor) func(g *tensor) []*tensor {
+	return func(g *tensor) []*tensor { return []*tensor{reshapeKernel(g, x.shape)} }
+}
+
+// Transpose by p is undone by the inverse permutation.
+func transposeVJP(perm []int) func(g *tensor) []*tensor {
+	inv := make([]int, len(perm))
+	for i, p := range perm {
+		inv[p] = i
+	}
+	return func(g *tensor) []*tensor { return []*tensor{transposeKernel(g, inv)} }
+}
+
+func broadcastVJP(x *tensor) func(g *tensor) []*tensor {
+	return func(g *tensor) []*tensor { return []*tensor{unbroadcast(g, x.shape)} }
+}
+
+// A slice's adjoint is g written into zeros of the input's shape.
+func sliceVJP(x *tensor, start, stop, step []int) func(g *tensor) []*tensor {
+	return func(g *tensor) []*tensor {
+		zeros := fromF32(x.shape, mx.Float32, make([]float32, x.size()))
+		return []*tensor{sliceUpdateKernel(zeros, castTensor(g, mx.Float32), start, stop, step)}
+	}
+}
+
+// SliceUpdate: x receives g with the updated region zeroed; update receives that region.
+func sliceUpdateVJP(upd *tensor, start, stop, step []int) func(g *tensor) []*tensor {
+	return func(g *tensor) []*tensor {
+		g = castTensor(g, mx.Float32)
+		zeros := fromF32(upd.shape, mx.Float32, make([]float32, upd.size()))
+		return []*tensor{sliceUpdateKernel(g, zeros, start, stop, step), sliceKernel(g, start, stop, step)}
+	}
+}
+
+// Concatenate's adjoint splits g back into the pieces.
+func concatVJP(xs []*tensor, axis int) func(g *tensor) []*tensor {
+	return func(g *tensor) []*tensor {
+		out := make([]*tensor, len(xs))
+		pos := 0
+		for i, x := range xs {
+			start := make([]int, len(g.shape))
+			stop := slices.Clone(g.shape)
+			step := make([]int, len(g.shape))
+			for j := range step {
+				step[j] = 1
+			}
+			start[axis], stop[axis] = pos, pos+x.shape[axis]
+			out[i] = sliceKernel(g, start, stop, step)
+			pos += x.shape[axis]
+		}
+		return out
+	}
+}
+
+// sum: g broadcast back; max/min: g shared among the elements equal to the result;
+// prod: g·out/x; logsumexp: g·exp(x - out) = g·softmax(x).
+func reduceVJP(op mx.ReduceOp, x, out *tensor, axes []int) func(g *tensor) []*tensor {
+	keptShape := reducedShape(x.shape, axes, true)
+	back := func(t *tensor) *tensor { return broadcastKernel(reshapeKernel(t, keptShape), x.shape) }
+	switch op {
+	case mx.ReduceSum:
+		return func(g *tensor) []*tensor { return []*tensor{back(g)} }
+	case mx.ReduceMax, mx.ReduceMin:
+		return func(g *tensor) []*tensor {
+			mask := castTensor(binaryKernel(mx.OpEqual, x, reshapeKernel(out, keptShape)), mx.Float32)
+			count := reduceKernel(mx.ReduceSum, mask, axes, true)
+			return []*tensor{kmul(mask, kdiv(reshapeKernel(g, keptShape), count))}
+		}
+	case mx.ReduceProd:
+		return func(g *tensor) []*tensor { return []*tensor{kdiv(kmul(back(g), back(out)), x)} }
+	case mx.ReduceLogSumExp:
+		return func(g *tensor) []*tensor {
+			p := unaryKernel(mx.OpExp, ksub(x, reshapeKernel(out, keptShape)))
+			return []*tensor{kmul(p, reshapeKernel(g, keptShape))}
+		}
+	}
+	return nil
+}
+
+// d softmax: s ⊙ (g − Σ g⊙s).
+func softmaxVJP(out *tensor, axis int) func(g *tensor) []*tensor {
+	return func(g *tensor) []*tensor {
+		gs := kmul(g, out)
+		return []*tensor{ksub(gs, kmul(out, reduceKernel(mx.ReduceSum, gs, []int{axis}, true)))}
+	}
+}
+
+// The adjoint of a cumulative sum is the cumulative sum of g in the other direction.
+func cumsumVJP(axis int, reverse, inclusive bool) func(g *tensor) []*tensor {
+	return func(g *tensor) []*tensor { return []*tensor{scanKernel(g, axis, !reverse, inclusive, false)} }
+}
+
+// C = A·B: dA = g·Bᵀ, dB = Aᵀ·g (summed over broadcast batch axes).
+func matmulVJP(a, b *tensor) func(g *tensor) []*tensor {
+	return func(g *tensor) []*tensor {
+		ga := matmulKernel(g, swapLast(b))
+		gb := matmulKernel(swapLast(a), g)
+		return []*tensor{unbroadcast(ga, a.shape), unbroadcast(gb, b.shape)}
+	}
+}
+
+func swapLast(t *tensor) *tensor {
+	n := len(t.shape)
+	perm := make([]int, n)
+	for i := range perm {
+		perm[i] = i
+	}
+	perm[n-1], perm[n-2] = n-2, n-1
+	return transposeKernel(t, perm)
+}
+
+// Gathers scatter-add g back into the source positions.
+func takeVJP(x, idx *tensor, axis int) func(g *tensor) []*tensor {
+	return func(g *tensor) []*tensor {
+		pre := numel(x.shape[:axis])
+		d := x.shape[axis]
+		post := numel(x.shape[axis+1:])
+		ids := idx.i64()
+		ni := len(ids)
+		gv := g.f32()
+		res := make([]float32, x.size())
+		for p := range pre {
+			for j, s := range ids {
+				src := normIndex(s, d, "take")
+				dst := res[(p*d+src)*post : (p*d+src+1)*post]
+				row := gv[(p*ni+j)*post : (p*ni+j+1)*post]
+				for k := range dst {
+					dst[k] += row[k]
+				}
+			}
+		}
+		return []*tensor{fromF32(x.shape, mx.Float32, res), nil}
+	}
+}
+
+func takeAlongVJP(x, idx *tensor, axis int) func(g *tensor) []*tensor {
+	return func(g *tensor) []*tensor {
+		_, pos := takeAlongPositions(x.shape, idx, axis)
+		return []*tensor{fromF32(x.shape, mx.Float32, scatterAddF32(x.shape, g.f32(), pos)), nil}
+	}
+}
+
+// y = x·r·w with r = (mean x² + ε)^-½ per row of length D:
+// dx = r·(g⊙w) − x·r³/D·Σ(g⊙w⊙x),   dw = Σ_rows g⊙x·r.
+func rmsNormVJP(x, w *tensor, eps float64) func(g *tensor) []*tensor {
+	return func(g *tensor) []*tensor {
+		d := x.shape[len(x.shape)-1]
+		xv, gv := x.f32(), g.f32()
+		var wv []float32
+		if w != nil {
+			wv = w.f32()
+		}
+		dx := make([]float32, len(xv))
+		var dw []float64
+		if w != nil {
+			dw = make([]float64, d)
+		}
+		for r := 0; r < len(xv)/max(d, 1); r++ {
+			row, grow, drow := xv[r*d:(r+1)*d], gv[r*d:(r+1)*d], dx[r*d:(r+1)*d]
+			inv := float64(rmsInv(row, eps))
+			var dot float64
+			for i := range row {
+				gw := float64(grow[i])
+				if wv != nil {
+					gw *= float64(wv[i])
+					dw[i] += float64(grow[i]) * float64(row[i]) * inv
+				}
+				dot += gw * float64(row[i])
+			}
+			c := inv * inv * inv / float64(d) * dot
+			for i := range row {
+				gw := float64(grow[i])
+				if wv != nil {
+					gw *= float64(wv[i])
+				}
+				drow[i] = float32(inv*gw - float64(row[i])*c)
+			}
+		}
+		res := []*tensor{fromF32(x.shape, mx.Float32, dx), nil}
+		if w != nil {
+			dwf := make([]float32, d)
+			for i, v := range dw {
+				dwf[i] = float32(v)
+			}
+			res[1] = fromF32(w.shape, mx.Float32, dwf)
+		}
+		return res
+	}
+}
+
+// RoPE is a rotation per pair; its adjoint rotates g by the opposite angle.
+func ropeVJP(p mx.RoPEParams, freqs *tensor) func(g *tensor) []*tensor {
+	return func(g *tensor) []*tensor { return []*tensor{ropeKernel(g, p, freqs, -1), nil} }
+}

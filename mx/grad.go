@@ -1,0 +1,71 @@
+package mx
+
+import "fmt"
+
+// ValueAndGrad returns a function that evaluates f and the gradient of f's first
+// output (a scalar) with respect to the arguments at argnums (all when none are given).
+// f may return more outputs (auxiliary values); they are returned but not
+// differentiated. Integer arguments get no gradient; their gradient slot is nil.
+func ValueAndGrad(f func(args []*Array) []*Array, argnums ...int) func(args []*Array) (values, grads []*Array) {
+	return func(args []*Array) ([]*Array, []*Array) {
+		if len(args) == 0 {
+			panic("mx: value_and_grad: no arguments")
+		}
+		e := sameEngine("value_and_grad", args...)
+		nums := argnums
+		if len(nums) == 0 {
+			nums = make([]int, len(args))
+			for i := range nums {
+				nums[i] = i
+			}
+		}
+		for _, n := range nums {
+			if n < 0 || n >= len(args) {
+				panic(fmt.Sprintf("mx: value_and_grad: argnum %d of %d arguments", n, len(args)))
+			}
+		}
+		hs := make([]Handle, len(args))
+		for i, a := range args {
+			hs[i] = a.h
+		}
+		inner := func(in []Handle) []Handle {
+			wrapped := make([]*Array, len(in))
+			for i, h := range in {
+				wrapped[i] = Wrap(e, h)
+			}
+			outs := f(wrapped)
+			if len(outs) == 0 {
+				panic("mx: value_and_grad: function returned nothing")
+			}
+			if outs[0].Size() != 1 {
+				panic(fmt.Sprintf("mx: value_and_grad: first output has shape %v, want a scalar", outs[0].Shape()))
+			}
+			res := make([]Handle, len(outs))
+			for i, o := range outs {
+				res[i] = o.h
+			}
+			return res
+		}
+		vals, grads := e.ValueAndGrad(inner, hs, nums)
+		vs := make([]*Array, len(vals))
+		for i, h := range vals {
+			vs[i] = Wrap(e, h)
+		}
+		gs := make([]*Array, len(grads))
+		for i, h := range grads {
+			if h != nil {
+				gs[i] = Wrap(e, h)
+			}
+		}
+		return vs, gs
+	}
+}
+
+// Grad is ValueAndGrad without the value.
+func Grad(f func(args []*Array) *Array, argnums ...int) func(args []*Array) []*Array {
+	vg := ValueAndGrad(func(a []*Array) []*Array { return []*Array{f(a)} }, argnums...)
+	return func(args []*Array) []*Array {
+		_, g := vg(args)
+		return g
+	}
+}

@@ -1,0 +1,44 @@
+package quant
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+)
+
+// BenchmarkMatmulT covers the hot shapes: a decode-style single row against
+// a hidden×hidden projection, and a training micro-batch.
+func BenchmarkMatmulT(b *testing.B) {
+	for _, s := range []struct{ M, K, N int }{{1, 2816, 2816}, {256, 512, 1024}} {
+		for _, bits := range []int{4, 8} {
+			p := Params{Bits: bits, GroupSize: 64}
+			b.Run(fmt.Sprintf("M=%d_K=%d_N=%d_bits=%d", s.M, s.K, s.N, bits), func(b *testing.B) {
+				rng := rand.New(rand.NewPCG(1, 1))
+				packed, scales, biases, _, _ := randQ(b, rng, 1, s.N, s.K, p)
+				x := randX(rng, s.M*s.K)
+				y := make([]float32, s.M*s.N)
+				for b.Loop() {
+					MatmulT(y, x, s.M, packed, scales, biases, s.N, s.K, p)
+				}
+				b.ReportMetric(2*float64(s.M*s.N*s.K)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			})
+		}
+	}
+}
+
+// BenchmarkMatmul is the non-transposed twin (p·E, input gradients).
+func BenchmarkMatmul(b *testing.B) {
+	for _, s := range []struct{ M, K, N int }{{1, 2816, 2816}, {256, 512, 1024}} {
+		p := Params{Bits: 4, GroupSize: 64}
+		b.Run(fmt.Sprintf("M=%d_K=%d_N=%d_bits=4", s.M, s.K, s.N), func(b *testing.B) {
+			rng := rand.New(rand.NewPCG(1, 1))
+			packed, scales, biases, _, _ := randQ(b, rng, 1, s.K, s.N, p)
+			x := randX(rng, s.M*s.K)
+			y := make([]float32, s.M*s.N)
+			for b.Loop() {
+				Matmul(y, x, s.M, packed, scales, biases, s.K, s.N, p)
+			}
+			b.ReportMetric(2*float64(s.M*s.N*s.K)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+		})
+	}
+}

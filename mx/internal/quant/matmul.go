@@ -1,0 +1,85 @@
+package quant
+
+import "fmt"
+
+// qmat views one quantized [rows, cols] matrix (one expert of a stack).
+type qmat struct {
+	packed         []uint32
+	scales, biases []float32
+	rows, cols     int
+	p              Params
+	wpr, ng        int // words and groups per row
+}
+
+func newQmat(packed []uint32, scales, biases []float32, rows, cols int, p Params) qmat {
+	return qmat{packed, scales, biases, rows, cols, p, PackedCols(cols, p.Bits), cols / p.GroupSize}
+}
+
+// expert is matrix e of a stack of [rows, cols] matrices.
+func (w qmat) expert(e int) qmat {
+	nw, ng := w.rows*w.wpr, w.rows*w.ng
+	w.packed = w.packed[e*nw : (e+1)*nw]
+	w.scales = w.scales[e*ng : (e+1)*ng]
+	w.biases = w.biases[e*ng : (e+1)*ng]
+	return w
+}
+
+func (w qmat) row(r int) (words []uint32, scales, biases []float32) {
+	return w.packed[r*w.wpr : (r+1)*w.wpr], w.scales[r*w.ng : (r+1)*w.ng], w.biases[r*w.ng : (r+1)*w.ng]
+}
+
+// scratch is one goroutine's working memory, grown on demand.
+type scratch struct {
+	f32  []float32
+	code [128]float32
+}
+
+func (s *scratch) floats(n int) []float32 {
+	if cap(s.f32) < n {
+		s.f32 = make([]float32, n)
+	}
+	return s.f32[:n]
+}
+
+func checkDense(op, name string, have, rows, cols int) {
+	if rows <= 0 || have != rows*cols {
+		panic(fmt.Sprintf("quant.%s: %s has %d values, want [%d, %d]", op, name, have, rows, cols))
+	}
+}
+
+// MatmulT is quantized_matmul(x, W, transpose=true): y[M, N] = x[M, K]·Wᵀ
+// with W[N, K] quantized along K — the QuantizedLinear forward. y is
+// overwritten. It panics if the sizes disagree.
+func MatmulT(y, x []float32, M int, packed []uint32, scales, biases []float32, N, K int, p Params) {
+	checkQ("MatmulT", packed, scales, biases, 1, N, K, p)
+	checkDense("MatmulT", "x", len(x), M, K)
+	checkDense("MatmulT", "y", len(y), M, N)
+	w := newQmat(packed, scales, biases, N, K, p)
+	tiles := (N + tileN - 1) / tileN
+	forEach(tiles, M*N*K, func() func(lo, hi int) {
+		var sc scratch
+		return func(lo, hi int) {
+			mmT(y, x, M, w, lo*tileN, min(hi*tileN, N), &sc)
+		}
+	})
+}
+
+// Matmul is quantized_matmul(x, W, transpose=false): y[M, N] = x[M, K]·W
+// with W[K, N] quantized along N — used for p·E and for the input gradient
+// of a quantized linear. y is overwritten. It panics if the sizes disagree.
+func Matmul(y, x []float32, M int, packed []uint32, scales, biases []float32, K, N int, p Params) {
+	checkQ("Matmul", packed, scales, biases, 1, K, N, p)
+	checkDense("Matmul", "x", len(x), M, K)
+	checkDense("Matmul", "y", len(y), M, N)
+	w := newQmat(packed, scales, biases, K, N, p)
+	nc := blockCols(M, N, p.GroupSize, M*N*K)
+	blocks := (N + nc - 1) / nc
+	forEach(blocks, M*N*K, func() func(lo, hi int) {
+		var sc scratch
+		return func(lo, hi int) {
+			for b := lo; b < hi; b++ {
+				mm(y, x, M, w, b*nc, min((b+1)*nc, N), &sc)
+			}
+		}
+	})
+}

@@ -1,0 +1,139 @@
+package quant
+
+import (
+	"fmt"
+	"math"
+)
+
+// Quantize is mx.quantize(w, group_size, bits, mode="affine") for a
+// row-major float32 matrix w[rows, cols], quantized along cols. It returns
+// packed [rows, PackedCols(cols, Bits)] and scales, biases [rows,
+// cols/GroupSize]. Codes are bit-identical to MLX's CPU kernel on float32
+// input; for a bf16 checkpoint round scales and biases to bf16 afterwards,
+// as MLX does (its codes are computed with the unrounded float scale too).
+func Quantize(w []float32, rows, cols int, p Params) (packed []uint32, scales, biases []float32, err error) {
+	if err := p.Validate(); err != nil {
+		return nil, nil, nil, fmt.Errorf("quantize [%d, %d]: %w", rows, cols, err)
+	}
+	if err := p.checkCols(cols); err != nil {
+		return nil, nil, nil, fmt.Errorf("quantize [%d, %d]: %w", rows, cols, err)
+	}
+	if rows <= 0 || rows > math.MaxInt/cols || len(w) != rows*cols {
+		return nil, nil, nil, fmt.Errorf("quantize [%d, %d]: %w: have %d values",
+			rows, cols, ErrShape, len(w))
+	}
+	for i, v := range w {
+		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+			return nil, nil, nil, fmt.Errorf("quantize [%d, %d]: %w %v at [%d, %d]",
+				rows, cols, ErrNonFinite, v, i/cols, i%cols)
+		}
+	}
+
+	gs := p.GroupSize
+	wpg := gs * p.Bits / 32
+	nGroups := len(w) / gs
+	packed = make([]uint32, nGroups*wpg)
+	scales = make([]float32, nGroups)
+	biases = make([]float32, nGroups)
+	forEach(nGroups, nGroups*gs*8, func() func(lo, hi int) {
+		var codes [128]uint8
+		return func(lo, hi int) {
+			for g := lo; g < hi; g++ {
+				scales[g], biases[g] = quantizeGroup(codes[:gs], w[g*gs:(g+1)*gs], p.Bits)
+				packCodes(packed[g*wpg:(g+1)*wpg], codes[:gs], p.Bits)
+			}
+		}
+	})
+	return packed, scales, biases, nil
+}
+
+// quantizeGroup follows MLX's affine_quantize step for step, in float32
+// like MLX does. The extreme of larger magnitude ("edge") becomes the bias
+// and is hit exactly by code 0; the scale is nudged to edge/q0 so that 0.0
+// also lands exactly on a code (−q0). When |max| ≥ |min| the scale is
+// negative, so codes count down from max. A group whose edge rounds to code
+// 0 (all values ≈ 0) keeps bias 0 and the plain range/(2^bits−1) scale.
+func quantizeGroup(codes []uint8, w []float32, bits int) (scale, bias float32) {
+	nBins := float32(int(1)<<bits - 1)
+	const eps = float32(1e-7)
+	wMin, wMax := float32(math.Inf(1)), float32(math.Inf(-1))
+	for _, v := range w {
+		wMin = min(wMin, v)
+		wMax = max(wMax, v)
+	}
+	minIsEdge := abs32(wMin) > abs32(wMax)
+	scale = max((wMax-wMin)/nBins, eps)
+	edge := wMax
+	if minIsEdge {
+		edge = wMin
+	} else {
+		scale = -scale
+	}
+	if q0 := rint(edge / scale); q0 != 0 {
+		scale = edge / q0
+		bias = edge
+	}
+	for j, v := range w {
+		codes[j] = uint8(min(max(rint((v-bias)/scale), 0), nBins))
+	}
+	return scale, bias
+}
+
+func abs32(v float32) float32 { return math.Float32frombits(math.Float32bits(v) &^ (1 << 31)) }
+
+// rint rounds half to even, as std::rint does in the default rounding mode.
+func rint(v float32) float32 { return float32(math.RoundToEven(float64(v))) }
+
+// Dequantize is mx.dequantize for a [rows, cols] weight: it returns the
+// dense row-major matrix. It panics if the slices do not match the sizes.
+func Dequantize(packed []uint32, scales, biases []float32, rows, cols int, p Params) []float32 {
+	checkQ("Dequantize", packed, scales, biases, 1, rows, cols, p)
+	out := make([]float32, rows*cols)
+	wpr, ng := PackedCols(cols, p.Bits), cols/p.GroupSize
+	forEach(rows, rows*cols*4, func() func(lo, hi int) {
+		return func(lo, hi int) {
+			for r := lo; r < hi; r++ {
+				dequantizeRow(out[r*cols:(r+1)*cols], packed[r*wpr:(r+1)*wpr],
+					scales[r*ng:(r+1)*ng], biases[r*ng:(r+1)*ng], p)
+			}
+		}
+	})
+	return out
+}
+
+// DequantizeRow writes row `row` of a quantized [_, cols] table into
+// dst[:cols]; it is the quantized embedding lookup. The table may have any
+// number of rows; it panics if row lies outside it.
+func DequantizeRow(dst []float32, packed []uint32, scales, biases []float32, row, cols int, p Params) {
+	if err := p.Validate(); err != nil {
+		panic(fmt.Sprintf("quant.DequantizeRow: %v", err))
+	}
+	if err := p.checkCols(cols); err != nil {
+		panic(fmt.Sprintf("quant.DequantizeRow: %v", err))
+	}
+	wpr, ng := PackedCols(cols, p.Bits), cols/p.GroupSize
+	if row < 0 || len(dst) < cols || (row+1)*wpr > len(packed) ||
+		(row+1)*ng > len(scales) || (row+1)*ng > len(biases) {
+		panic(fmt.Sprintf("quant.DequantizeRow: row %d of a [_, %d] table (%v): dst %d, packed %d, scales %d, biases %d",
+			row, cols, p, len(dst), len(packed), len(scales), len(biases)))
+	}
+	dequantizeRow(dst[:cols], packed[row*wpr:(row+1)*wpr],
+		scales[row*ng:(row+1)*ng], biases[row*ng:(row+1)*ng], p)
+}
+
+// checkQ panics unless packed/scales/biases hold a stack of `stack`
+// [rows, cols] quantized matrices in format p.
+func checkQ(op string, packed []uint32, scales, biases []float32, stack, rows, cols int, p Params) {
+	if err := p.Validate(); err != nil {
+		panic(fmt.Sprintf("quant.%s: %v", op, err))
+	}
+	if err := p.checkCols(cols); err != nil {
+		panic(fmt.Sprintf("quant.%s: weight [%d, %d, %d]: %v", op, stack, rows, cols, err))
+	}
+	nw := stack * rows * PackedCols(cols, p.Bits)
+	ng := stack * rows * (cols / p.GroupSize)
+	if stack <= 0 || rows <= 0 || len(packed) != nw || len(scales) != ng || len(biases) != ng {
+		panic(fmt.Sprintf("quant.%s: weight [%d, %d, %d] (%v) wants %d words and %d scales/biases, have %d, %d, %d",
+			op, stack, rows, cols, p, nw, ng, len(packed), len(scales), len(biases)))
+	}
+}
