@@ -82,7 +82,7 @@ func (e *Engine) Arange(start, stop, step float64, dt mx.DType) mx.Handle {
 	return fromI64([]int{n}, dt, v)
 }
 
-func (e *Engine) Shape(h mx.Handle) []int   { return tt(h).shape }
+func (e *Engine) Shape(h mx.Handle) []int    { return tt(h).shape }
 func (e *Engine) DType(h mx.Handle) mx.DType { return tt(h).dt }
 func (e *Engine) ToSlice(h mx.Handle) any    { return cloneData(tt(h).data) }
 func (e *Engine) Eval(...mx.Handle)          {}
