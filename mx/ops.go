@@ -71,7 +71,7 @@ func normAxes(op string, axes []int, ndim int) []int {
 
 func unary(op UnaryOp, x *Array) *Array { return Wrap(x.e, x.e.Unary(op, x.h)) }
 
-func binary(op BinaryOp, a, b *Array) *Array {
+func binaryOp(op BinaryOp, a, b *Array) *Array {
 	e := sameEngine(op.String(), a, b)
 	if _, err := BroadcastShapes(a.Shape(), b.Shape()); err != nil {
 		panic(fmt.Sprintf("mx: %s: %v", op, err))
@@ -101,23 +101,23 @@ func IsInf(x *Array) *Array      { return unary(OpIsInf, x) }
 func Sign(x *Array) *Array       { return unary(OpSign, x) }
 
 // Elementwise ops of two broadcast arguments.
-func Add(a, b *Array) *Array          { return binary(OpAdd, a, b) }
-func Subtract(a, b *Array) *Array     { return binary(OpSubtract, a, b) }
-func Multiply(a, b *Array) *Array     { return binary(OpMultiply, a, b) }
-func Divide(a, b *Array) *Array       { return binary(OpDivide, a, b) }
-func Maximum(a, b *Array) *Array      { return binary(OpMaximum, a, b) }
-func Minimum(a, b *Array) *Array      { return binary(OpMinimum, a, b) }
-func Power(a, b *Array) *Array        { return binary(OpPower, a, b) }
-func Equal(a, b *Array) *Array        { return binary(OpEqual, a, b) }
-func NotEqual(a, b *Array) *Array     { return binary(OpNotEqual, a, b) }
-func Less(a, b *Array) *Array         { return binary(OpLess, a, b) }
-func LessEqual(a, b *Array) *Array    { return binary(OpLessEqual, a, b) }
-func Greater(a, b *Array) *Array      { return binary(OpGreater, a, b) }
-func GreaterEqual(a, b *Array) *Array { return binary(OpGreaterEqual, a, b) }
-func LogicalAnd(a, b *Array) *Array   { return binary(OpLogicalAnd, a, b) }
-func LogicalOr(a, b *Array) *Array    { return binary(OpLogicalOr, a, b) }
-func Remainder(a, b *Array) *Array    { return binary(OpRemainder, a, b) }
-func FloorDivide(a, b *Array) *Array  { return binary(OpFloorDivide, a, b) }
+func Add(a, b *Array) *Array          { return binaryOp(OpAdd, a, b) }
+func Subtract(a, b *Array) *Array     { return binaryOp(OpSubtract, a, b) }
+func Multiply(a, b *Array) *Array     { return binaryOp(OpMultiply, a, b) }
+func Divide(a, b *Array) *Array       { return binaryOp(OpDivide, a, b) }
+func Maximum(a, b *Array) *Array      { return binaryOp(OpMaximum, a, b) }
+func Minimum(a, b *Array) *Array      { return binaryOp(OpMinimum, a, b) }
+func Power(a, b *Array) *Array        { return binaryOp(OpPower, a, b) }
+func Equal(a, b *Array) *Array        { return binaryOp(OpEqual, a, b) }
+func NotEqual(a, b *Array) *Array     { return binaryOp(OpNotEqual, a, b) }
+func Less(a, b *Array) *Array         { return binaryOp(OpLess, a, b) }
+func LessEqual(a, b *Array) *Array    { return binaryOp(OpLessEqual, a, b) }
+func Greater(a, b *Array) *Array      { return binaryOp(OpGreater, a, b) }
+func GreaterEqual(a, b *Array) *Array { return binaryOp(OpGreaterEqual, a, b) }
+func LogicalAnd(a, b *Array) *Array   { return binaryOp(OpLogicalAnd, a, b) }
+func LogicalOr(a, b *Array) *Array    { return binaryOp(OpLogicalOr, a, b) }
+func Remainder(a, b *Array) *Array    { return binaryOp(OpRemainder, a, b) }
+func FloorDivide(a, b *Array) *Array  { return binaryOp(OpFloorDivide, a, b) }
 
 // scalarLike makes a 0-d array of v in a's dtype, as MLX does for Python scalars.
 func scalarLike(a *Array, v float64) *Array { return Scalar(a.e, v, a.DType()) }

@@ -1,0 +1,148 @@
+package data
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/dgtune/dgtune/data/chat"
+)
+
+// readJSONL feeds every non-blank line of a .jsonl file to c.
+func readJSONL(path string, c *collector) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("data: %w", err)
+	}
+	defer f.Close()
+	// ReadBytes grows its result to any line length, unlike bufio.Scanner whose default
+	// 64 KiB token limit would reject long conversations.
+	br := bufio.NewReader(f)
+	for line := 1; ; line++ {
+		b, rerr := br.ReadBytes('\n')
+		if rerr != nil && !errors.Is(rerr, io.EOF) {
+			return fmt.Errorf("data: read %s: %w", path, rerr)
+		}
+		if line == 1 {
+			b = bytes.TrimPrefix(b, []byte("\uFEFF")) // editors on Windows add a BOM
+		}
+		// Without its line end, a JSON error's byte offset is a column in the line.
+		b = bytes.TrimSuffix(bytes.TrimSuffix(b, []byte("\n")), []byte("\r"))
+		if len(bytes.TrimSpace(b)) > 0 {
+			if err := addJSONLine(c, b, line); err != nil {
+				return err
+			}
+		}
+		if rerr != nil { // io.EOF: the last line had no newline, or the file ended
+			return nil
+		}
+	}
+}
+
+func addJSONLine(c *collector, b []byte, line int) error {
+	var obj jsonRow
+	if err := json.Unmarshal(b, &obj); err != nil {
+		var syn *json.SyntaxError
+		if errors.As(err, &syn) {
+			return c.bad(line, fmt.Errorf("invalid JSON at byte %d: %v", syn.Offset, syn))
+		}
+		// Valid JSON of the wrong shape (Unmarshal checks syntax before types).
+		return c.bad(line, fmt.Errorf("row is %s, want an object", jsonKind(b)))
+	}
+	if obj == nil { // the line was the literal null
+		return c.bad(line, errors.New("row is null, want an object"))
+	}
+	return c.add(obj, line)
+}
+
+// jsonRow is one decoded JSON object, its values left raw so that each feature's type
+// can be reported precisely.
+type jsonRow map[string]json.RawMessage
+
+func (r jsonRow) has(name string) bool {
+	v, ok := r[name]
+	return ok && jsonKind(v) != "null"
+}
+
+func (r jsonRow) str(name string) (string, error) {
+	v := r[name]
+	if k := jsonKind(v); k != "a string" {
+		return "", fmt.Errorf("%q is %s, want a string", name, k)
+	}
+	var s string
+	if err := json.Unmarshal(v, &s); err != nil {
+		return "", fmt.Errorf("%q: %v", name, err)
+	}
+	return s, nil
+}
+
+func (r jsonRow) messages(name string) ([]chat.Message, error) {
+	v := r[name]
+	if k := jsonKind(v); k != "an array" {
+		return nil, fmt.Errorf("%q is %s, want a list of messages", name, k)
+	}
+	var elems []json.RawMessage
+	if err := json.Unmarshal(v, &elems); err != nil {
+		return nil, fmt.Errorf("%q: %v", name, err)
+	}
+	msgs := make([]chat.Message, len(elems))
+	for i, e := range elems {
+		if k := jsonKind(e); k != "an object" {
+			return nil, fmt.Errorf("%q[%d] is %s, want an object", name, i, k)
+		}
+		var obj jsonRow
+		if err := json.Unmarshal(e, &obj); err != nil {
+			return nil, fmt.Errorf("%q[%d]: %v", name, i, err)
+		}
+		var err error
+		if msgs[i], err = messageFrom(obj); err != nil {
+			return nil, fmt.Errorf("%q[%d]: %w", name, i, err)
+		}
+	}
+	return msgs, nil
+}
+
+// messageFrom reads role and content from any row-like value (a JSON object or a
+// parquet struct), so that both report the same problems.
+func messageFrom(r row) (chat.Message, error) {
+	var m chat.Message
+	for _, f := range []struct {
+		name string
+		dst  *string
+	}{{"role", &m.Role}, {"content", &m.Content}} {
+		if !r.has(f.name) {
+			return m, errMissing(f.name)
+		}
+		s, err := r.str(f.name)
+		if err != nil {
+			return m, err
+		}
+		*f.dst = s
+	}
+	return m, nil
+}
+
+// jsonKind names the type of a syntactically valid JSON value for error messages.
+func jsonKind(v []byte) string {
+	v = bytes.TrimSpace(v)
+	if len(v) == 0 {
+		return "empty"
+	}
+	switch v[0] {
+	case '"':
+		return "a string"
+	case '{':
+		return "an object"
+	case '[':
+		return "an array"
+	case 't', 'f':
+		return "a boolean"
+	case 'n':
+		return "null"
+	}
+	return "a number"
+}

@@ -1,0 +1,181 @@
+package mx
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"sort"
+
+	"github.com/dgtune/dgtune/mx/safetensors"
+)
+
+var toST = map[DType]safetensors.DType{
+	Float32: safetensors.F32, Float16: safetensors.F16, BFloat16: safetensors.BF16, Float64: safetensors.F64,
+	Int32: safetensors.I32, Int64: safetensors.I64, Uint32: safetensors.U32, Uint8: safetensors.U8, Bool: safetensors.BOOL,
+}
+
+// DTypeFromSafetensors maps a safetensors dtype name to an mx dtype.
+func DTypeFromSafetensors(d safetensors.DType) (DType, error) {
+	for k, v := range toST {
+		if v == d {
+			return k, nil
+		}
+	}
+	return 0, fmt.Errorf("mx: safetensors dtype %s is not supported", d)
+}
+
+// Checkpoint reads arrays lazily, one tensor at a time, from a safetensors file or a
+// (possibly sharded) checkpoint directory.
+type Checkpoint struct {
+	e  Engine
+	st interface {
+		Names() []string
+		Info(string) (safetensors.TensorInfo, bool)
+		Data(string) ([]byte, error)
+		Close() error
+	}
+	path string
+}
+
+// OpenCheckpoint opens a directory (model.safetensors.index.json, model.safetensors,
+// or every *.safetensors in it) for lazy loading onto e.
+func OpenCheckpoint(e Engine, dir string) (*Checkpoint, error) {
+	c, err := safetensors.OpenCheckpoint(dir)
+	if err != nil {
+		return nil, err
+	}
+	return &Checkpoint{e: e, st: c, path: dir}, nil
+}
+
+// OpenSafetensors opens one safetensors file for lazy loading onto e.
+func OpenSafetensors(e Engine, path string) (*Checkpoint, error) {
+	f, err := safetensors.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	return &Checkpoint{e: e, st: f, path: path}, nil
+}
+
+// Names lists the tensors, sorted.
+func (c *Checkpoint) Names() []string { return c.st.Names() }
+
+// Has reports whether the tensor exists.
+func (c *Checkpoint) Has(name string) bool { _, ok := c.st.Info(name); return ok }
+
+// Info returns a tensor's dtype and shape without reading it.
+func (c *Checkpoint) Info(name string) (DType, []int, error) {
+	info, ok := c.st.Info(name)
+	if !ok {
+		return 0, nil, fmt.Errorf("%s: %w: %q", c.path, safetensors.ErrNotFound, name)
+	}
+	dt, err := DTypeFromSafetensors(info.DType)
+	if err != nil {
+		return 0, nil, fmt.Errorf("%s: tensor %q: %w", c.path, name, err)
+	}
+	return dt, info.Shape, nil
+}
+
+// Load reads one tensor.
+func (c *Checkpoint) Load(name string) (*Array, error) {
+	dt, shape, err := c.Info(name)
+	if err != nil {
+		return nil, err
+	}
+	b, err := c.st.Data(name)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", c.path, err)
+	}
+	return FromBytes(c.e, b, shape, dt), nil
+}
+
+// Close releases the mapped files. Arrays already loaded stay valid.
+func (c *Checkpoint) Close() error { return c.st.Close() }
+
+// LoadSafetensors reads every tensor of one file.
+func LoadSafetensors(e Engine, path string) (map[string]*Array, map[string]string, error) {
+	f, err := safetensors.Open(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer f.Close()
+	c := &Checkpoint{e: e, st: f, path: path}
+	out := map[string]*Array{}
+	for _, n := range f.Names() {
+		a, err := c.Load(n)
+		if err != nil {
+			return nil, nil, err
+		}
+		out[n] = a
+	}
+	return out, f.Metadata(), nil
+}
+
+// SaveSafetensors writes arrays atomically (temporary file, fsync, rename).
+func SaveSafetensors(path string, arrays map[string]*Array, metadata map[string]string) error {
+	names := make([]string, 0, len(arrays))
+	for n := range arrays {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	ts := make([]safetensors.Tensor, 0, len(names))
+	for _, n := range names {
+		t, err := ToTensor(n, arrays[n])
+		if err != nil {
+			return err
+		}
+		ts = append(ts, t)
+	}
+	return safetensors.Write(path, ts, metadata)
+}
+
+// ToTensor encodes an array as a safetensors tensor (little-endian bytes).
+func ToTensor(name string, a *Array) (safetensors.Tensor, error) {
+	st, ok := toST[a.DType()]
+	if !ok {
+		return safetensors.Tensor{}, fmt.Errorf("mx: save %q: dtype %s", name, a.DType())
+	}
+	return safetensors.Tensor{Name: name, DType: st, Shape: a.Shape(), Data: Bytes(a)}, nil
+}
+
+// Bytes returns the array's elements as little-endian bytes.
+func Bytes(a *Array) []byte {
+	n := a.Size()
+	b := make([]byte, n*a.DType().Size())
+	switch v := a.Raw().(type) {
+	case []float32:
+		for i, x := range v {
+			binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
+		}
+	case []float64:
+		for i, x := range v {
+			binary.LittleEndian.PutUint64(b[8*i:], math.Float64bits(x))
+		}
+	case []uint16:
+		for i, x := range v {
+			binary.LittleEndian.PutUint16(b[2*i:], x)
+		}
+	case []int32:
+		for i, x := range v {
+			binary.LittleEndian.PutUint32(b[4*i:], uint32(x))
+		}
+	case []int64:
+		for i, x := range v {
+			binary.LittleEndian.PutUint64(b[8*i:], uint64(x))
+		}
+	case []uint32:
+		for i, x := range v {
+			binary.LittleEndian.PutUint32(b[4*i:], x)
+		}
+	case []uint8:
+		copy(b, v)
+	case []bool:
+		for i, x := range v {
+			if x {
+				b[i] = 1
+			}
+		}
+	default:
+		panic(fmt.Sprintf("mx: Bytes: unexpected %T", v))
+	}
+	return b
+}
