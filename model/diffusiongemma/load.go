@@ -1,0 +1,250 @@
+package diffusiongemma
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/dgtune/dgtune/mx"
+)
+
+// LoadOptions tunes Load.
+type LoadOptions struct {
+	// DType is the compute dtype unquantized tensors (and quantization scales) are cast
+	// to; zero means float32.
+	DType mx.DType
+}
+
+// Load reads a checkpoint directory: config.json (+ generation_config.json) and
+// safetensors weights (sharded through model.safetensors.index.json or not).
+func Load(e mx.Engine, dir string, opt LoadOptions) (*Model, error) {
+	cfg, err := LoadConfig(dir)
+	if err != nil {
+		return nil, err
+	}
+	ck, err := mx.OpenCheckpoint(e, dir)
+	if err != nil {
+		return nil, fmt.Errorf("load %s: %w", dir, err)
+	}
+	defer ck.Close()
+	weights := map[string]*mx.Array{}
+	for _, n := range ck.Names() {
+		if isVisionTensor(n) {
+			continue // the vision tower is not part of the text model
+		}
+		a, err := ck.Load(n)
+		if err != nil {
+			return nil, fmt.Errorf("load %s: %w", dir, err)
+		}
+		weights[n] = a
+	}
+	m, err := Build(e, cfg, weights, opt)
+	if err != nil {
+		return nil, fmt.Errorf("load %s: %w", dir, err)
+	}
+	return m, nil
+}
+
+func isVisionTensor(name string) bool {
+	return strings.HasPrefix(name, "model.encoder.vision_tower.") || strings.HasPrefix(name, "model.encoder.embed_vision.")
+}
+
+// weightSet hands out tensors by name and remembers problems, so that one error can
+// list every missing, unexpected or misshapen tensor.
+type weightSet struct {
+	w        map[string]*mx.Array
+	used     map[string]bool
+	problems []string
+	cfg      *Config
+	dt       mx.DType
+}
+
+func (ws *weightSet) fail(format string, args ...any) {
+	ws.problems = append(ws.problems, fmt.Sprintf(format, args...))
+}
+
+// param returns an unquantized tensor with the expected shape, cast to the compute dtype.
+func (ws *weightSet) param(name string, shape ...int) *mx.Array {
+	a, ok := ws.w[name]
+	if !ok {
+		ws.fail("missing tensor %s", name)
+		return nil
+	}
+	ws.used[name] = true
+	if !slices.Equal(a.Shape(), shape) {
+		ws.fail("tensor %s has shape %v, want %v", name, a.Shape(), shape)
+		return nil
+	}
+	if !a.DType().IsFloat() {
+		ws.fail("tensor %s has dtype %s, want a float type", name, a.DType())
+		return nil
+	}
+	return mx.AsType(a, ws.dt)
+}
+
+// quantized returns the packed triple of module if its .scales exist (nil otherwise),
+// checking bits and group size against the quantization map and the shapes.
+func (ws *weightSet) quantized(module string, logical []int) *Quantized {
+	sc, ok := ws.w[module+".scales"]
+	if !ok {
+		return nil
+	}
+	w, okW := ws.w[module+".weight"]
+	b, okB := ws.w[module+".biases"]
+	ws.used[module+".scales"] = true
+	ws.used[module+".weight"] = okW
+	ws.used[module+".biases"] = okB
+	if !okW || !okB {
+		ws.fail("quantized module %s needs .weight, .scales and .biases", module)
+		return nil
+	}
+	if w.DType() != mx.Uint32 {
+		ws.fail("tensor %s.weight has dtype %s, want uint32 (packed)", module, w.DType())
+		return nil
+	}
+	in := logical[len(logical)-1]
+	lead := logical[:len(logical)-1]
+	ws2, ss := w.Shape(), sc.Shape()
+	if len(ws2) != len(logical) || len(ss) != len(logical) || !slices.Equal(ws2[:len(ws2)-1], lead) || !slices.Equal(ss[:len(ss)-1], lead) || !slices.Equal(b.Shape(), ss) {
+		ws.fail("quantized module %s: weight %v, scales %v, biases %v do not fit logical shape %v", module, ws2, ss, b.Shape(), logical)
+		return nil
+	}
+	group := 64
+	bits := 0
+	if q := ws.cfg.Quantization; q != nil {
+		qb, qg, isQ := q.For(module)
+		if isQ {
+			bits, group = qb, qg
+		}
+	}
+	if group == 0 {
+		group = 64
+	}
+	ib, iin, err := InferBits(ws2[len(ws2)-1], ss[len(ss)-1], group)
+	if err != nil {
+		ws.fail("quantized module %s: %v", module, err)
+		return nil
+	}
+	if iin != in {
+		ws.fail("quantized module %s: shapes imply input size %d, config implies %d", module, iin, in)
+		return nil
+	}
+	if bits != 0 && bits != ib {
+		ws.fail("quantized module %s: quantization config says %d bits, shapes say %d (weight %v, scales %v, group %d)", module, bits, ib, ws2, ss, group)
+		return nil
+	}
+	return &Quantized{W: w, Scales: mx.AsType(sc, ws.dt), Biases: mx.AsType(b, ws.dt), Bits: ib, GroupSize: group}
+}
+
+// linear returns a quantized or dense linear [out, in].
+func (ws *weightSet) linear(module string, out, in int) Linear {
+	if q := ws.quantized(module, []int{out, in}); q != nil {
+		return q
+	} else if _, isQ := ws.w[module+".scales"]; isQ {
+		return nil
+	}
+	if d := ws.param(module+".weight", out, in); d != nil {
+		return &Dense{W: d}
+	}
+	return nil
+}
+
+func (ws *weightSet) experts(module string, shape ...int) *ExpertWeight {
+	if q := ws.quantized(module, shape); q != nil {
+		return &ExpertWeight{Quant: q}
+	} else if _, isQ := ws.w[module+".scales"]; isQ {
+		return nil
+	}
+	if d := ws.param(module+".weight", shape...); d != nil {
+		return &ExpertWeight{Dense: d}
+	}
+	return nil
+}
+
+// Build assembles a model from named tensors (a checkpoint's contents). Every expected
+// tensor must be present and every present tensor used; the error lists all problems.
+func Build(e mx.Engine, cfg *Config, weights map[string]*mx.Array, opt LoadOptions) (*Model, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	dt := opt.DType
+	if dt == 0 {
+		dt = mx.Float32
+	}
+	t := &cfg.TextConfig
+	h := t.HiddenSize
+	ws := &weightSet{w: weights, used: map[string]bool{}, cfg: cfg, dt: dt}
+	m := &Model{Config: cfg, Engine: e}
+
+	embed := DecoderPrefix + ".embed_tokens"
+	if q := ws.quantized(embed, []int{t.VocabSize, h}); q != nil {
+		m.Embed = &Embedding{Quant: q}
+	} else if d := ws.param(embed+".weight", t.VocabSize, h); d != nil {
+		m.Embed = &Embedding{Dense: d}
+	}
+	m.Norm = ws.param(DecoderPrefix+".norm.weight", h)
+	sc := DecoderPrefix + ".self_conditioning"
+	m.SelfCond = &SelfConditioning{
+		PreNorm: ws.param(sc+".pre_norm.weight", h),
+		Gate:    ws.linear(sc+".gate_proj", t.IntermediateSize, h),
+		Up:      ws.linear(sc+".up_proj", t.IntermediateSize, h),
+		Down:    ws.linear(sc+".down_proj", h, t.IntermediateSize),
+	}
+	for i := range t.NumHiddenLayers {
+		m.EncoderScalars = append(m.EncoderScalars, ws.param(fmt.Sprintf("%s.%d.layer_scalar", EncoderLayersPrefix, i), 1))
+	}
+	for i := range t.NumHiddenLayers {
+		p := LayerPrefix(i) + "."
+		hd, nkv, nh := t.LayerHeadDim(i), t.LayerKVHeads(i), t.NumAttentionHeads
+		l := &Layer{Index: i, Full: t.IsFull(i), Heads: nh, KVHeads: nkv, HeadDim: hd}
+		l.Q = ws.linear(p+"self_attn.q_proj", nh*hd, h)
+		l.K = ws.linear(p+"self_attn.k_proj", nkv*hd, h)
+		if t.HasVProj(i) {
+			l.V = ws.linear(p+"self_attn.v_proj", nkv*hd, h)
+		}
+		l.O = ws.linear(p+"self_attn.o_proj", h, nh*hd)
+		l.QNorm = ws.param(p+"self_attn.q_norm.weight", hd)
+		l.KNorm = ws.param(p+"self_attn.k_norm.weight", hd)
+		l.Gate = ws.linear(p+"mlp.gate_proj", t.IntermediateSize, h)
+		l.Up = ws.linear(p+"mlp.up_proj", t.IntermediateSize, h)
+		l.Down = ws.linear(p+"mlp.down_proj", h, t.IntermediateSize)
+		l.RouterProj = ws.linear(p+"router.proj", t.NumExperts, h)
+		l.RouterScale = ws.param(p+"router.scale", h)
+		l.PerExpertScale = ws.param(p+"router.per_expert_scale", t.NumExperts)
+		l.GateUp = ws.experts(p+"experts.gate_up_proj", t.NumExperts, 2*t.MoeIntermediateSize, h)
+		l.Experts = ws.experts(p+"experts.down_proj", t.NumExperts, h, t.MoeIntermediateSize)
+		l.InputNorm = ws.param(p+"input_layernorm.weight", h)
+		l.PostAttnNorm = ws.param(p+"post_attention_layernorm.weight", h)
+		l.PreFFNorm = ws.param(p+"pre_feedforward_layernorm.weight", h)
+		l.PostFFNorm1 = ws.param(p+"post_feedforward_layernorm_1.weight", h)
+		l.PreFFNorm2 = ws.param(p+"pre_feedforward_layernorm_2.weight", h)
+		l.PostFFNorm2 = ws.param(p+"post_feedforward_layernorm_2.weight", h)
+		l.PostFFNorm = ws.param(p+"post_feedforward_layernorm.weight", h)
+		l.Scalar = ws.param(p+"layer_scalar", 1)
+		l.ropeFreqs = ropePeriods(e, t.RopeInvFreqs(i))
+		m.Layers = append(m.Layers, l)
+	}
+	var unexpected []string
+	for n := range weights {
+		if !ws.used[n] && !isVisionTensor(n) {
+			unexpected = append(unexpected, n)
+		}
+	}
+	sort.Strings(unexpected)
+	for _, n := range unexpected {
+		ws.fail("unexpected tensor %s", n)
+	}
+	if len(ws.problems) > 0 {
+		const show = 20
+		msg := ws.problems
+		extra := ""
+		if len(msg) > show {
+			extra = fmt.Sprintf("\n  ... and %d more", len(msg)-show)
+			msg = msg[:show]
+		}
+		return nil, errors.New("diffusiongemma: checkpoint does not match config:\n  " + strings.Join(msg, "\n  ") + extra)
+	}
+	return m, nil
+}

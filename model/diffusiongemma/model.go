@@ -1,0 +1,254 @@
+package diffusiongemma
+
+import (
+	"math"
+
+	"github.com/dgtune/dgtune/mx"
+)
+
+// Model is DiffusionGemma's text model: one set of layers run as a causal encoder over
+// the prompt (filling a KV cache) and as a bidirectional decoder over the canvas.
+type Model struct {
+	Config   *Config
+	Engine   mx.Engine
+	Embed    *Embedding
+	Norm     *mx.Array // final RMSNorm weight
+	SelfCond *SelfConditioning
+	Layers   []*Layer
+	// EncoderScalars are the encoder pass's per-layer scalars; the decoder pass uses
+	// each Layer's own Scalar.
+	EncoderScalars []*mx.Array
+}
+
+// SelfConditioning mixes the previous step's soft embedding into the canvas input.
+type SelfConditioning struct {
+	PreNorm        *mx.Array
+	Gate, Up, Down Linear
+}
+
+// Layer is one decoder layer; fields follow the checkpoint's module names.
+type Layer struct {
+	Index                   int
+	Full                    bool
+	Heads, KVHeads, HeadDim int
+
+	Q, K, V, O   Linear // V is nil on full-attention layers (values come from k_proj)
+	QNorm, KNorm *mx.Array
+
+	Gate, Up, Down Linear // dense GeGLU MLP
+
+	RouterProj      Linear
+	RouterScale     *mx.Array
+	PerExpertScale  *mx.Array
+	GateUp, Experts *ExpertWeight // experts.gate_up_proj [E, 2I, H], experts.down_proj [E, H, I]
+
+	InputNorm, PostAttnNorm             *mx.Array
+	PreFFNorm, PostFFNorm1              *mx.Array
+	PreFFNorm2, PostFFNorm2, PostFFNorm *mx.Array
+	Scalar                              *mx.Array
+
+	ropeFreqs *mx.Array // per-pair periods for mx.RoPE; +Inf = no rotation
+}
+
+func (m *Model) eps() float64 { return m.Config.TextConfig.RMSNormEps }
+
+// embedTokens returns E[ids]·√H.
+func (m *Model) embedTokens(ids *mx.Array) *mx.Array {
+	return mx.MulScalar(m.Embed.Lookup(ids), m.Config.TextConfig.EmbedScale())
+}
+
+// Encode runs the encoder over ids [B, S], appending its keys and values to c at
+// positions c.Offset.. (prompt prefill, chunked prefill and block continuation alike).
+func (m *Model) Encode(ids *mx.Array, c *Cache) {
+	s := ids.Dim(1)
+	if s == 0 {
+		return
+	}
+	h := m.embedTokens(ids)
+	offset := c.Offset
+	for i, l := range m.Layers {
+		h = l.forward(m, h, m.EncoderScalars[i], func(q, k, v *mx.Array) *mx.Array {
+			lc := c.Layers[i]
+			lc.append(k, v)
+			mask := encoderMask(m.Engine, offset, s, lc.Start, lc.K.Dim(2), l.Full, m.Config.TextConfig.SlidingWindow)
+			out := mx.ScaledDotProductAttention(q, lc.K, lc.V, 1.0, mask)
+			if !l.Full {
+				// Trim only after attending: this chunk's first queries still need the
+				// keys just before it.
+				lc.trim(m.Config.TextConfig.SlidingWindow)
+			}
+			return out
+		}, offset)
+	}
+	c.Offset += s
+}
+
+// encoderMask allows key position kp for query position p iff kp ≤ p and, on sliding
+// layers, kp > p − window. It returns nil when everything is allowed.
+func encoderMask(e mx.Engine, offset, s, start, nk int, full bool, window int) *mx.Array {
+	allow := make([]bool, s*nk)
+	all := true
+	for i := range s {
+		p := offset + i
+		for j := range nk {
+			kp := start + j
+			ok := kp <= p && (full || kp > p-window)
+			allow[i*nk+j] = ok
+			all = all && ok
+		}
+	}
+	if all {
+		return nil
+	}
+	return mx.FromBool(e, allow, 1, 1, s, nk)
+}
+
+// Decode runs the decoder over canvas ids [B, L] against the encoder cache (read only)
+// and returns softcapped float32 logits [B, L, V]. sc, if not nil, is the
+// self-conditioning signal as a soft embedding [B, L, H].
+func (m *Model) Decode(canvas *mx.Array, c *Cache, sc *mx.Array) *mx.Array {
+	t := &m.Config.TextConfig
+	h := m.embedTokens(canvas)
+	if sc != nil {
+		sc = mx.AsType(sc, h.DType())
+		n := mx.RMSNorm(sc, m.SelfCond.PreNorm, m.eps())
+		mlp := m.SelfCond.Down.Forward(mx.Multiply(mx.GELUTanh(m.SelfCond.Gate.Forward(n)), m.SelfCond.Up.Forward(n)))
+		h = mx.Add(h, mlp)
+	}
+	h = mx.RMSNorm(h, nil, m.eps())
+	for i, l := range m.Layers {
+		h = l.forward(m, h, l.Scalar, func(q, k, v *mx.Array) *mx.Array {
+			lc := c.Layers[i]
+			if lc.K != nil {
+				ek, ev := lc.K, lc.V
+				if !l.Full {
+					// Every canvas token sees the same last window−1 encoded positions.
+					keep := t.SlidingWindow - 1
+					if first := c.Offset - keep; first > lc.Start {
+						ek = mx.SliceAxis(ek, 2, first-lc.Start, ek.Dim(2))
+						ev = mx.SliceAxis(ev, 2, first-lc.Start, ev.Dim(2))
+					}
+				}
+				k = mx.Concatenate([]*mx.Array{ek, k}, 2)
+				v = mx.Concatenate([]*mx.Array{ev, v}, 2)
+			}
+			return mx.ScaledDotProductAttention(q, k, v, 1.0, nil)
+		}, c.Offset)
+	}
+	h = mx.RMSNorm(h, m.Norm, m.eps())
+	return m.head(h)
+}
+
+// head applies the tied embedding and the float32 softcap cap·tanh(z/cap).
+func (m *Model) head(h *mx.Array) *mx.Array {
+	z := mx.AsType(m.Embed.AsLinear(h), mx.Float32)
+	if cp := m.Config.TextConfig.FinalLogitSoftcapping; cp > 0 {
+		z = mx.MulScalar(mx.Tanh(mx.DivScalar(z, cp)), cp)
+	}
+	return z
+}
+
+// Forward is the training call: fresh caches, encoder over prompt [B, N], decoder
+// over canvas [B, L] without self-conditioning → logits [B, L, V].
+func (m *Model) Forward(prompt, canvas *mx.Array) *mx.Array {
+	c := m.NewCache()
+	m.Encode(prompt, c)
+	return m.Decode(canvas, c, nil)
+}
+
+// SoftEmbedding turns processed logits [.., V] into the self-conditioning signal
+// softmax(P)·E·√H.
+func (m *Model) SoftEmbedding(processed *mx.Array) *mx.Array {
+	p := mx.Softmax(mx.AsType(processed, mx.Float32), -1)
+	return mx.MulScalar(m.Embed.MixRows(p), m.Config.TextConfig.EmbedScale())
+}
+
+// attendFunc computes attention output [B, H, S, D] from rotated q, k and normed v.
+type attendFunc func(q, k, v *mx.Array) *mx.Array
+
+// forward is one decoder layer (§3.3): attention, then the parallel dense MLP and MoE
+// branches, seven RMSNorms, and the whole residual scaled by scalar.
+func (l *Layer) forward(m *Model, x, scalar *mx.Array, attend attendFunc, offset int) *mx.Array {
+	eps := m.eps()
+	attn := l.attention(mx.RMSNorm(x, l.InputNorm, eps), attend, offset, eps)
+	hMid := mx.Add(x, mx.RMSNorm(attn, l.PostAttnNorm, eps))
+
+	u := mx.RMSNorm(hMid, l.PreFFNorm, eps)
+	h1 := mx.RMSNorm(l.Down.Forward(mx.Multiply(mx.GELUTanh(l.Gate.Forward(u)), l.Up.Forward(u))), l.PostFFNorm1, eps)
+
+	idx, w := l.route(m, hMid)
+	h2 := mx.RMSNorm(l.experts(mx.RMSNorm(hMid, l.PreFFNorm2, eps), idx, w), l.PostFFNorm2, eps)
+
+	out := mx.Add(hMid, mx.RMSNorm(mx.Add(h1, h2), l.PostFFNorm, eps))
+	return mx.Multiply(out, scalar)
+}
+
+// attention is §3.2: q/k RMSNorm with weight, v RMSNorm without, RoPE on q and k,
+// scale 1, values from the raw k projection on full layers.
+func (l *Layer) attention(x *mx.Array, attend attendFunc, offset int, eps float64) *mx.Array {
+	b, s := x.Dim(0), x.Dim(1)
+	q := mx.Reshape(l.Q.Forward(x), b, s, l.Heads, l.HeadDim)
+	q = mx.Transpose(mx.RMSNorm(q, l.QNorm, eps), 0, 2, 1, 3)
+	q = mx.RoPE(q, l.HeadDim, false, 0, 1, offset, l.ropeFreqs)
+
+	kRaw := mx.Reshape(l.K.Forward(x), b, s, l.KVHeads, l.HeadDim)
+	vRaw := kRaw
+	if l.V != nil {
+		vRaw = mx.Reshape(l.V.Forward(x), b, s, l.KVHeads, l.HeadDim)
+	}
+	k := mx.Transpose(mx.RMSNorm(kRaw, l.KNorm, eps), 0, 2, 1, 3)
+	k = mx.RoPE(k, l.HeadDim, false, 0, 1, offset, l.ropeFreqs)
+	v := mx.Transpose(mx.RMSNorm(vRaw, nil, eps), 0, 2, 1, 3)
+
+	out := attend(q, k, v)
+	out = mx.Reshape(mx.Transpose(out, 0, 2, 1, 3), b, s, l.Heads*l.HeadDim)
+	return l.O.Forward(out)
+}
+
+// route is §3.4: scores from the no-scale-normed, scaled residual; the top-k indices
+// are constants for autodiff; weights are the softmax over the selected scores times
+// the per-expert scale.
+func (l *Layer) route(m *Model, h *mx.Array) (idx, w *mx.Array) {
+	t := &m.Config.TextConfig
+	u := mx.RMSNorm(h, nil, m.eps())
+	u = mx.Multiply(u, l.RouterScale)
+	u = mx.MulScalar(u, t.RouterRootScale())
+	scores := l.RouterProj.Forward(u) // [B, S, E]
+	k := t.TopKExperts
+	ne := scores.Dim(-1)
+	idx = mx.StopGradient(mx.SliceAxis(mx.Argpartition(mx.Negative(scores), k-1, -1), -1, 0, min(k, ne)))
+	w = mx.Softmax(mx.TakeAlongAxis(scores, idx, -1), -1)
+	w = mx.Multiply(w, mx.Take(l.PerExpertScale, idx, 0))
+	return idx, w
+}
+
+// experts is Σ_k w_k · GeGLU-expert_{idx_k}(z) with the fused gate/up projection
+// (rows [0, I) gate, [I, 2I) up).
+func (l *Layer) experts(z, idx, w *mx.Array) *mx.Array {
+	b, s, h := z.Dim(0), z.Dim(1), z.Dim(2)
+	k := idx.Dim(-1)
+	flat := mx.Reshape(z, b*s, 1, h)
+	rep := mx.Reshape(mx.BroadcastTo(flat, b*s, k, h), b*s*k, h)
+	ids := mx.Reshape(idx, b*s*k)
+	gu := l.GateUp.Gather(rep, ids)
+	inter := gu.Dim(-1) / 2
+	gate := mx.SliceAxis(gu, -1, 0, inter)
+	up := mx.SliceAxis(gu, -1, inter, 2*inter)
+	y := l.Experts.Gather(mx.Multiply(mx.GELUTanh(gate), up), ids) // [b·s·k, h]
+	y = mx.Reshape(y, b, s, k, h)
+	return mx.Sum(mx.Multiply(y, mx.ExpandDims(w, -1)), false, 2)
+}
+
+// ropePeriods turns inverse frequencies into mx.RoPE's per-pair periods (1/inv, +Inf
+// where a pair does not rotate).
+func ropePeriods(e mx.Engine, inv []float64) *mx.Array {
+	p := make([]float32, len(inv))
+	for i, v := range inv {
+		if v == 0 {
+			p[i] = float32(math.Inf(1))
+		} else {
+			p[i] = float32(1 / v)
+		}
+	}
+	return mx.FromFloat32(e, p, len(p))
+}

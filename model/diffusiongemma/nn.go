@@ -1,0 +1,117 @@
+package diffusiongemma
+
+import (
+	"fmt"
+
+	"github.com/dgtune/dgtune/mx"
+)
+
+// Linear is a bias-free projection y = x·Wᵀ with W [out, in]. The base checkpoint's
+// linears are Dense or Quantized; LoRA wraps them (package lora).
+type Linear interface {
+	Forward(x *mx.Array) *mx.Array
+	// Dims returns the input and output widths.
+	Dims() (in, out int)
+}
+
+// Dense is an unquantized linear.
+type Dense struct {
+	W *mx.Array // [out, in]
+}
+
+func (d *Dense) Forward(x *mx.Array) *mx.Array { return mx.Matmul(x, mx.Transpose(d.W)) }
+func (d *Dense) Dims() (int, int)              { return d.W.Dim(1), d.W.Dim(0) }
+
+// Quantized is an MLX affine-quantized linear (QuantizedLinear).
+type Quantized struct {
+	W, Scales, Biases *mx.Array // W uint32 [out, in·bits/32]; scales/biases [out, in/group]
+	Bits, GroupSize   int
+}
+
+func (q *Quantized) Forward(x *mx.Array) *mx.Array {
+	return mx.QuantizedMatmul(x, q.W, q.Scales, q.Biases, true, q.GroupSize, q.Bits)
+}
+func (q *Quantized) Dims() (int, int) { return q.W.Dim(-1) * 32 / q.Bits, q.W.Dim(-2) }
+
+// Dequantized returns the dense weight [out, in].
+func (q *Quantized) Dequantized() *mx.Array {
+	return mx.Dequantize(q.W, q.Scales, q.Biases, q.GroupSize, q.Bits)
+}
+
+// Embedding is the token table E [vocab, hidden], also the tied output head.
+type Embedding struct {
+	Dense *mx.Array  // [vocab, hidden] when unquantized
+	Quant *Quantized // when quantized
+}
+
+// Lookup returns the rows of ids (any shape) → [..., hidden].
+func (e *Embedding) Lookup(ids *mx.Array) *mx.Array {
+	if e.Quant == nil {
+		return mx.Take(e.Dense, ids, 0)
+	}
+	q := e.Quant
+	w := mx.Take(q.W, ids, 0)
+	s := mx.Take(q.Scales, ids, 0)
+	b := mx.Take(q.Biases, ids, 0)
+	return mx.Dequantize(w, s, b, q.GroupSize, q.Bits)
+}
+
+// AsLinear is the tied head h·Eᵀ → [..., vocab].
+func (e *Embedding) AsLinear(h *mx.Array) *mx.Array {
+	if e.Quant == nil {
+		return mx.Matmul(h, mx.Transpose(e.Dense))
+	}
+	return e.Quant.Forward(h)
+}
+
+// MixRows is p·E for a distribution p over the vocabulary → [..., hidden] (the soft
+// embedding of self-conditioning).
+func (e *Embedding) MixRows(p *mx.Array) *mx.Array {
+	if e.Quant == nil {
+		return mx.Matmul(p, e.Dense)
+	}
+	q := e.Quant
+	return mx.QuantizedMatmul(p, q.W, q.Scales, q.Biases, false, q.GroupSize, q.Bits)
+}
+
+// VocabSize returns the number of rows.
+func (e *Embedding) VocabSize() int {
+	if e.Quant == nil {
+		return e.Dense.Dim(0)
+	}
+	return e.Quant.W.Dim(0)
+}
+
+// ExpertWeight is a stack of per-expert linears W [E, out, in] (SwitchLinear).
+type ExpertWeight struct {
+	Dense *mx.Array  // [E, out, in] when unquantized
+	Quant *Quantized // W uint32 [E, out, in·bits/32] when quantized
+}
+
+// Gather computes, for each row r of x [T, in], x[r]·W[idx[r]]ᵀ → [T, out].
+func (w *ExpertWeight) Gather(x, idx *mx.Array) *mx.Array {
+	if w.Quant != nil {
+		q := w.Quant
+		return mx.GatherQMM(x, q.W, q.Scales, q.Biases, idx, true, q.GroupSize, q.Bits)
+	}
+	sel := mx.Take(w.Dense, idx, 0) // [T, out, in]
+	y := mx.Matmul(mx.ExpandDims(x, 1), mx.SwapAxes(sel, 1, 2))
+	return mx.Squeeze(y, 1)
+}
+
+// Shape returns the logical [E, out, in].
+func (w *ExpertWeight) Shape() []int {
+	if w.Quant != nil {
+		s := w.Quant.W.Shape()
+		return []int{s[0], s[1], s[2] * 32 / w.Quant.Bits}
+	}
+	return w.Dense.Shape()
+}
+
+func checkDims(name string, l Linear, in, out int) error {
+	gi, go_ := l.Dims()
+	if gi != in || go_ != out {
+		return fmt.Errorf("%s: weight is [%d, %d] (out, in), config implies [%d, %d]", name, go_, gi, out, in)
+	}
+	return nil
+}

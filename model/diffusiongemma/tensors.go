@@ -1,0 +1,266 @@
+package diffusiongemma
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Tensor name roots (§2.1). The decoder owns every weight; the encoder reuses the decoder's
+// layers and only has its own per-layer scalars.
+const (
+	DecoderPrefix       = "model.decoder"
+	EncoderLayersPrefix = "model.encoder.language_model.layers"
+)
+
+// TensorSpec is one text-model tensor a checkpoint must hold.
+type TensorSpec struct {
+	// Name is the full tensor name, e.g. "model.decoder.layers.0.self_attn.q_proj.weight".
+	Name string
+	// Shape is the logical, unquantized shape: [out, in] for linears and the embedding,
+	// [E, out, in] for experts, [n] for norms and scales.
+	Shape []int
+	// Quantizable is true for the tensors MLX checkpoints store quantized (linears, experts,
+	// the embedding); norms and scalars are always stored as they are.
+	Quantizable bool
+	// Module is the owning module's path: Name without ".weight" for weights (the key of the
+	// quantization map), Name without its last component for other parameters.
+	Module string
+}
+
+// LayerPrefix returns the name prefix of decoder layer i, "model.decoder.layers.i".
+func LayerPrefix(i int) string { return fmt.Sprintf("%s.layers.%d", DecoderPrefix, i) }
+
+// layerLinear is one 2-D linear of a decoder layer; key is its path inside the layer.
+type layerLinear struct {
+	key     string
+	in, out int
+}
+
+// layerLinears lists the 2-D linears of layer i in canonical order. It is the single source
+// of the projection geometry for the tensor table and the LoRA targets.
+func layerLinears(t *TextConfig, i int) []layerLinear {
+	h := t.HiddenSize
+	q := t.NumAttentionHeads * t.LayerHeadDim(i)
+	kv := t.LayerKVHeads(i) * t.LayerHeadDim(i)
+	out := []layerLinear{
+		{"self_attn.q_proj", h, q},
+		{"self_attn.k_proj", h, kv},
+	}
+	if t.HasVProj(i) {
+		out = append(out, layerLinear{"self_attn.v_proj", h, kv})
+	}
+	return append(out,
+		layerLinear{"self_attn.o_proj", q, h},
+		layerLinear{"mlp.gate_proj", h, t.IntermediateSize},
+		layerLinear{"mlp.up_proj", h, t.IntermediateSize},
+		layerLinear{"mlp.down_proj", t.IntermediateSize, h},
+		layerLinear{"router.proj", h, t.NumExperts},
+	)
+}
+
+// layerNorms are the seven per-layer RMSNorm weights (§2.2), all [hidden].
+func layerNorms() []string {
+	return []string{
+		"input_layernorm",
+		"post_attention_layernorm",
+		"pre_feedforward_layernorm",
+		"post_feedforward_layernorm_1",
+		"pre_feedforward_layernorm_2",
+		"post_feedforward_layernorm_2",
+		"post_feedforward_layernorm",
+	}
+}
+
+// ExpectedTensors returns every text-model tensor of §2.2 for cfg, in table order: globals,
+// the encoder's layer scalars, then each decoder layer. cfg must be valid (see Validate).
+func ExpectedTensors(cfg *Config) []TensorSpec {
+	t := &cfg.TextConfig
+	h := t.HiddenSize
+	var out []TensorSpec
+	weight := func(module string, quantizable bool, shape ...int) {
+		out = append(out, TensorSpec{Name: module + ".weight", Shape: shape, Quantizable: quantizable, Module: module})
+	}
+	param := func(module, name string, shape ...int) {
+		out = append(out, TensorSpec{Name: module + "." + name, Shape: shape, Module: module})
+	}
+
+	weight(DecoderPrefix+".embed_tokens", true, t.VocabSize, h)
+	weight(DecoderPrefix+".norm", false, h)
+	sc := DecoderPrefix + ".self_conditioning"
+	weight(sc+".pre_norm", false, h)
+	weight(sc+".gate_proj", true, t.IntermediateSize, h)
+	weight(sc+".up_proj", true, t.IntermediateSize, h)
+	weight(sc+".down_proj", true, h, t.IntermediateSize)
+	for i := 0; i < t.NumHiddenLayers; i++ {
+		param(fmt.Sprintf("%s.%d", EncoderLayersPrefix, i), "layer_scalar", 1)
+	}
+
+	for i := 0; i < t.NumHiddenLayers; i++ {
+		p := LayerPrefix(i)
+		hd := t.LayerHeadDim(i)
+		lin := layerLinears(t, i)
+		for _, l := range lin {
+			if l.key == "mlp.gate_proj" {
+				// q_norm/k_norm sit between the attention projections and the MLP in §2.2.
+				weight(p+".self_attn.q_norm", false, hd)
+				weight(p+".self_attn.k_norm", false, hd)
+			}
+			weight(p+"."+l.key, true, l.out, l.in)
+		}
+		param(p+".router", "scale", h)
+		param(p+".router", "per_expert_scale", t.NumExperts)
+		// Fused experts: rows [0, I) of gate_up are the gate, [I, 2I) the up projection.
+		weight(p+".experts.gate_up_proj", true, t.NumExperts, 2*t.MoeIntermediateSize, h)
+		weight(p+".experts.down_proj", true, t.NumExperts, h, t.MoeIntermediateSize)
+		for _, n := range layerNorms() {
+			weight(p+"."+n, false, h)
+		}
+		param(p, "layer_scalar", 1)
+	}
+	return out
+}
+
+// QuantizedShapes returns the MLX affine storage shapes (§2.4) of a logical weight
+// [..., out, in]: the uint32 codes [..., out, in·bits/32] and the scales (and biases)
+// [..., out, in/group].
+func QuantizedShapes(logical []int, bits, group int) (weight, scales []int, err error) {
+	if len(logical) < 2 {
+		return nil, nil, fmt.Errorf("diffusiongemma: quantized shape: need at least [out, in], got %v", logical)
+	}
+	for _, d := range logical {
+		if d <= 0 {
+			return nil, nil, fmt.Errorf("diffusiongemma: quantized shape: dimensions must be positive, got %v", logical)
+		}
+	}
+	if !validBits(bits) {
+		return nil, nil, fmt.Errorf("diffusiongemma: quantized shape: bits %d not in {2,3,4,5,6,8}", bits)
+	}
+	if !validGroupSize(group) {
+		return nil, nil, fmt.Errorf("diffusiongemma: quantized shape: group_size %d not in {32,64,128}", group)
+	}
+	in := logical[len(logical)-1]
+	if in%group != 0 {
+		return nil, nil, fmt.Errorf("diffusiongemma: quantized shape %v: input size %d is not divisible by group_size %d", logical, in, group)
+	}
+	// in is a multiple of group ≥ 32, so in·bits/32 is exact.
+	weight = append(slices.Clone(logical[:len(logical)-1]), in*bits/32)
+	scales = append(slices.Clone(logical[:len(logical)-1]), in/group)
+	return weight, scales, nil
+}
+
+// InferBits recovers a quantized weight's bits and input size from its stored column counts
+// (§1.6): in = scalesCols·group, bits = 32·weightCols/in. It is the robust alternative to a
+// quantization map whose per-module entries are unknown.
+func InferBits(weightCols, scalesCols, group int) (bits, in int, err error) {
+	if weightCols <= 0 || scalesCols <= 0 || group <= 0 {
+		return 0, 0, fmt.Errorf("diffusiongemma: infer bits: weight cols %d, scales cols %d and group_size %d must be positive",
+			weightCols, scalesCols, group)
+	}
+	in = scalesCols * group
+	if 32*weightCols%in != 0 {
+		return 0, 0, fmt.Errorf("diffusiongemma: infer bits: 32 × weight cols %d is not a multiple of input size %d (= %d scales cols × group_size %d)",
+			weightCols, in, scalesCols, group)
+	}
+	bits = 32 * weightCols / in
+	if !validBits(bits) {
+		return 0, 0, fmt.Errorf("diffusiongemma: infer bits: weight cols %d and input size %d give %d bits, not in {2,3,4,5,6,8}",
+			weightCols, in, bits)
+	}
+	return bits, in, nil
+}
+
+// CountParams returns the number of text-model parameters (logical, unquantized) and the
+// number a single token uses: everything except the experts, plus top_k/num_experts of them.
+// cfg must be valid.
+func CountParams(cfg *Config) (total, activePerToken int64) {
+	t := &cfg.TextConfig
+	for _, ts := range ExpectedTensors(cfg) {
+		n := int64(1)
+		for _, d := range ts.Shape {
+			n *= int64(d)
+		}
+		total += n
+		if len(ts.Shape) == 3 { // [E, out, in]: only the experts are 3-D
+			activePerToken += n / int64(ts.Shape[0]) * int64(t.TopKExperts)
+		} else {
+			activePerToken += n
+		}
+	}
+	return total, activePerToken
+}
+
+// LoRATarget is one linear that gets a LoRA adapter: A is [In, r], B is [r, Out].
+type LoRATarget struct {
+	// Module is the full module path, e.g. "model.decoder.layers.0.self_attn.q_proj"; the
+	// adapter tensors are Module+".lora_a" and Module+".lora_b".
+	Module string
+	In     int
+	Out    int
+	// Layer and Key locate the linear: Module == LayerPrefix(Layer)+"."+Key.
+	Layer int
+	Key   string
+}
+
+// DefaultLoRAKeys are optiq's LoRA keys (§5.3): the attention projections and the dense MLP.
+func DefaultLoRAKeys() []string {
+	return []string{
+		"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
+		"mlp.gate_proj", "mlp.up_proj", "mlp.down_proj",
+	}
+}
+
+// LoRAKeys lists every key LoRATargets accepts: the 2-D linears of a layer. The experts are
+// 3-D switch linears and are not adaptable here.
+func LoRAKeys() []string {
+	return append(DefaultLoRAKeys(), "router.proj")
+}
+
+// LoRATargets lists the linears adapted by LoRA with the given keys (relative to a decoder
+// layer; empty means DefaultLoRAKeys) on the last numLayers layers (−1 means all, as mlx-lm).
+// Keys absent from a layer are skipped: full-attention layers have no v_proj. Targets come in
+// layer order, then in the canonical order of LoRAKeys whatever the order of keys.
+func LoRATargets(cfg *Config, keys []string, numLayers int) ([]LoRATarget, error) {
+	t := &cfg.TextConfig
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("diffusiongemma: lora targets: %w", err)
+	}
+	if len(keys) == 0 {
+		keys = DefaultLoRAKeys()
+	}
+	known := LoRAKeys()
+	for _, k := range keys {
+		if !slices.Contains(known, k) {
+			return nil, fmt.Errorf("diffusiongemma: lora key %q is not a linear of a decoder layer (want one of %s)",
+				k, strings.Join(known, ", "))
+		}
+	}
+	first := 0
+	switch {
+	case numLayers == -1:
+	case numLayers >= 1 && numLayers <= t.NumHiddenLayers:
+		first = t.NumHiddenLayers - numLayers
+	default:
+		return nil, fmt.Errorf("diffusiongemma: lora num_layers %d must be -1 (all) or in [1, %d] (num_hidden_layers)",
+			numLayers, t.NumHiddenLayers)
+	}
+	var out []LoRATarget
+	for i := first; i < t.NumHiddenLayers; i++ {
+		for _, l := range layerLinears(t, i) {
+			if slices.Contains(keys, l.key) {
+				out = append(out, LoRATarget{Module: LayerPrefix(i) + "." + l.key, In: l.in, Out: l.out, Layer: i, Key: l.key})
+			}
+		}
+	}
+	return out, nil
+}
+
+// LoRAParamCount is the number of trainable parameters of rank-r adapters on targets:
+// Σ r·(in + out).
+func LoRAParamCount(targets []LoRATarget, rank int) int64 {
+	var n int64
+	for _, tg := range targets {
+		n += int64(rank) * int64(tg.In+tg.Out)
+	}
+	return n
+}
