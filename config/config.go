@@ -1,0 +1,128 @@
+package config
+
+// Config is every setting of train, eval and export. The mapstructure tags are the
+// YAML keys; `help` documents the flag.
+type Config struct {
+	Model   string `mapstructure:"model" help:"checkpoint directory (config.json, *.safetensors, tokenizer.json)"`
+	Data    string `mapstructure:"data" help:"data directory with train/valid/test .jsonl or .parquet"`
+	Backend string `mapstructure:"backend" help:"array engine: auto, go or mlx"`
+	Seed    uint64 `mapstructure:"seed" help:"seed of every random draw (LoRA init, shuffling, noise)"`
+
+	FineTuneType   string         `mapstructure:"fine_tune_type" help:"lora, or full (all unquantized weights train)"`
+	NumLayers      int            `mapstructure:"num_layers" help:"adapt the last N layers (-1 = all)"`
+	LoRAParameters LoRAParameters `mapstructure:"lora_parameters"`
+
+	BatchSize             int          `mapstructure:"batch_size" help:"examples per step (rows may differ in length)"`
+	Iters                 int          `mapstructure:"iters" help:"training steps (ignored when epochs > 0)"`
+	Epochs                int          `mapstructure:"epochs" help:"train for this many passes over the train split instead of iters"`
+	LearningRate          float64      `mapstructure:"learning_rate" help:"peak learning rate"`
+	Optimizer             string       `mapstructure:"optimizer" help:"adamw, adam or sgd"`
+	OptimizerConfig       OptimizerCfg `mapstructure:"optimizer_config"`
+	LRSchedule            LRSchedule   `mapstructure:"lr_schedule"`
+	GradAccumulationSteps int          `mapstructure:"grad_accumulation_steps" help:"micro-batches averaged per optimizer step"`
+	GradClip              float64      `mapstructure:"grad_clip" help:"clip the global gradient norm to this (0 = off)"`
+	EarlyStoppingPatience int          `mapstructure:"early_stopping_patience" help:"stop after this many evaluations without a better val loss (0 = off)"`
+	Shuffle               bool         `mapstructure:"shuffle" help:"shuffle the train split each epoch (seeded)"`
+
+	ValBatches     int    `mapstructure:"val_batches" help:"validation batches per evaluation (-1 = whole valid split)"`
+	StepsPerReport int    `mapstructure:"steps_per_report" help:"steps between progress reports"`
+	StepsPerEval   int    `mapstructure:"steps_per_eval" help:"steps between validations (0 = only at start and end)"`
+	SaveEvery      int    `mapstructure:"save_every" help:"steps between numbered adapter checkpoints"`
+	AdapterPath    string `mapstructure:"adapter_path" help:"output directory of the adapter and training state"`
+	Resume         bool   `mapstructure:"resume" help:"continue from the training state in adapter_path"`
+
+	MaxCanvas     int     `mapstructure:"max_canvas" help:"truncate completions to this many tokens (the canvas length)"`
+	MaxPrompt     int     `mapstructure:"max_prompt" help:"keep only the last N prompt tokens (0 = no limit)"`
+	EOSFill       bool    `mapstructure:"eos_fill" help:"append <turn|> and fill the canvas with EOS so the model learns where answers end"`
+	LossPositions string  `mapstructure:"loss_positions" help:"corrupted (reference) or all"`
+	Weighting     string  `mapstructure:"weighting" help:"none or inv_t"`
+	TMin          float64 `mapstructure:"t_min" help:"lowest noise level (-1 = checkpoint's generation config)"`
+	TMax          float64 `mapstructure:"t_max" help:"highest noise level (-1 = checkpoint's generation config)"`
+
+	PromptFeature     string `mapstructure:"prompt_feature" help:"name of the prompt field"`
+	CompletionFeature string `mapstructure:"completion_feature" help:"name of the completion field"`
+	TextFeature       string `mapstructure:"text_feature" help:"name of the text field"`
+	ChatFeature       string `mapstructure:"chat_feature" help:"name of the messages field"`
+	SkipBadRows       bool   `mapstructure:"skip_bad_rows" help:"skip and count malformed rows instead of failing"`
+
+	Eval Eval `mapstructure:"eval"`
+}
+
+// LoRAParameters are the adapter's shape, as in mlx-lm.
+type LoRAParameters struct {
+	Rank    int      `mapstructure:"rank" help:"LoRA rank"`
+	Scale   float64  `mapstructure:"scale" help:"LoRA scale (y += scale·x·A·B; PEFT alpha = scale·rank)"`
+	Dropout float64  `mapstructure:"dropout" help:"dropout on the LoRA input"`
+	Keys    []string `mapstructure:"keys" help:"linears to adapt, relative to a decoder layer"`
+}
+
+// OptimizerCfg holds optimizer hyper-parameters (MLX names and defaults).
+type OptimizerCfg struct {
+	Betas          []float64 `mapstructure:"betas" help:"Adam betas"`
+	Eps            float64   `mapstructure:"eps" help:"Adam epsilon"`
+	WeightDecay    float64   `mapstructure:"weight_decay" help:"decoupled weight decay (AdamW, SGD)"`
+	BiasCorrection bool      `mapstructure:"bias_correction" help:"Adam bias correction (MLX default off)"`
+	Momentum       float64   `mapstructure:"momentum" help:"SGD momentum"`
+	Nesterov       bool      `mapstructure:"nesterov" help:"SGD Nesterov momentum"`
+}
+
+// LRSchedule is mlx-lm's lr_schedule: a named MLX schedule, its arguments and a
+// linear warmup.
+type LRSchedule struct {
+	Name       string    `mapstructure:"name" help:"constant, cosine_decay, linear_schedule or exponential_decay"`
+	Arguments  []float64 `mapstructure:"arguments" help:"schedule arguments after the initial rate (e.g. decay steps)"`
+	Warmup     int       `mapstructure:"warmup" help:"linear warmup steps"`
+	WarmupInit float64   `mapstructure:"warmup_init" help:"learning rate at the start of the warmup"`
+}
+
+// Eval configures `eval`.
+type Eval struct {
+	Split       string    `mapstructure:"split" help:"data split to evaluate"`
+	NoiseLevels []float64 `mapstructure:"noise_levels" help:"fixed noise levels t for loss and accuracy"`
+	MaxExamples int       `mapstructure:"max_examples" help:"evaluate at most this many examples (-1 = all)"`
+	Generate    bool      `mapstructure:"generate" help:"also score generations with the denoising sampler"`
+	MaxTokens   int       `mapstructure:"max_tokens" help:"generation limit (0 = the reference length when eos_fill is off, else max_canvas)"`
+	Steps       int       `mapstructure:"steps" help:"max denoising steps per block (0 = checkpoint's)"`
+	Sampler     string    `mapstructure:"sampler" help:"confidence or entropy"`
+	Temperature float64   `mapstructure:"temperature" help:"sampling temperature (0 = greedy)"`
+	Samples     int       `mapstructure:"samples" help:"sample generations to print"`
+}
+
+// Defaults returns optiq's recipe (rank 8, scale 8, lr 1e-4, AdamW without bias
+// correction, t from the checkpoint) with mlx-lm's trainer defaults elsewhere.
+func Defaults() Config {
+	return Config{
+		Backend:        "auto",
+		FineTuneType:   "lora",
+		NumLayers:      -1,
+		LoRAParameters: LoRAParameters{Rank: 8, Scale: 8, Dropout: 0, Keys: []string{"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj", "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"}},
+		BatchSize:      1,
+		Iters:          200,
+		LearningRate:   1e-4,
+		Optimizer:      "adamw",
+		OptimizerConfig: OptimizerCfg{
+			Betas: []float64{0.9, 0.999}, Eps: 1e-8, WeightDecay: 0.01, Momentum: 0,
+		},
+		LRSchedule:            LRSchedule{Name: "constant"},
+		GradAccumulationSteps: 1,
+		Shuffle:               true,
+		ValBatches:            -1,
+		StepsPerReport:        10,
+		StepsPerEval:          100,
+		SaveEvery:             100,
+		AdapterPath:           "checkpoints/adapters",
+		MaxCanvas:             256,
+		LossPositions:         "corrupted",
+		Weighting:             "none",
+		TMin:                  -1,
+		TMax:                  -1,
+		PromptFeature:         "prompt",
+		CompletionFeature:     "completion",
+		TextFeature:           "text",
+		ChatFeature:           "messages",
+		Eval: Eval{
+			Split: "test", NoiseLevels: []float64{0.25, 0.5, 0.75}, MaxExamples: -1, Generate: true,
+			Sampler: "confidence", Samples: 3,
+		},
+	}
+}
