@@ -181,6 +181,8 @@ func Build(e mx.Engine, cfg *Config, weights map[string]*mx.Array, opt LoadOptio
 	embed := DecoderPrefix + ".embed_tokens"
 	if q := ws.quantized(embed, []int{t.VocabSize, h}); q != nil {
 		m.Embed = &Embedding{Quant: q}
+	} else if _, isQ := ws.w[embed+".scales"]; isQ {
+		// quantized has reported the problem; the packed weight is no dense table.
 	} else if d := ws.param(embed+".weight", t.VocabSize, h); d != nil {
 		m.Embed = &Embedding{Dense: d}
 	}

@@ -59,13 +59,14 @@ func matmulKernel(a, b *tensor) *tensor {
 }
 
 func normIndex(i int64, d int, op string) int {
-	if i < 0 {
-		i += int64(d)
+	j := i
+	if j < 0 {
+		j += int64(d)
 	}
-	if i < 0 || i >= int64(d) {
+	if j < 0 || j >= int64(d) {
 		panic(fmt.Sprintf("goeng: %s: index %d out of range for axis of size %d", op, i, d))
 	}
-	return int(i)
+	return int(j)
 }
 
 // takeKernel gathers along axis: out[pre, I..., post] = x[pre, idx[I...], post].

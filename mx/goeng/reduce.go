@@ -280,7 +280,7 @@ func scanKernel(x *tensor, axis int, reverse, inclusive, isMax bool) *tensor {
 		row, dst := in[r*d:(r+1)*d], out[r*d:(r+1)*d]
 		acc := int64(0)
 		if isMax {
-			acc = math.MinInt64
+			acc = minInt(x.dt)
 		}
 		for i := range d {
 			j := order(i)
@@ -302,6 +302,19 @@ func scanKernel(x *tensor, axis int, reverse, inclusive, isMax bool) *tensor {
 		dt = mx.Int32
 	}
 	return restoreAxis(fromI64(xt.shape, dt, out), inv)
+}
+
+// minInt is the identity of max for an integer dtype, where an exclusive cummax starts
+// (MLX: numeric_limits<T>::min()). It must fit the dtype: int64's minimum would wrap to
+// 0 in int32.
+func minInt(dt mx.DType) int64 {
+	switch dt {
+	case mx.Int32:
+		return math.MinInt32
+	case mx.Int64:
+		return math.MinInt64
+	}
+	return 0 // unsigned types and bool
 }
 
 // argsortKernel sorts stably; NaN sorts last, as in MLX. Argpartition uses it too: a

@@ -13,6 +13,9 @@ func GatherMatmulT(y, x []float32, M int, idx []int32, packed []uint32, scales, 
 	checkQ("GatherMatmulT", packed, scales, biases, E, N, K, p)
 	checkDense("GatherMatmulT", "x", len(x), M, K)
 	checkDense("GatherMatmulT", "y", len(y), M, N)
+	if M == 0 {
+		return
+	}
 	w := newQmat(packed, scales, biases, N, K, p)
 	gather("GatherMatmulT", y, x, M, idx, E, N, K, tileN, func(ys, xs []float32, rows, e, n0, n1 int, sc *scratch) {
 		mmT(ys, xs, rows, w.expert(e), n0, n1, sc)
@@ -27,12 +30,12 @@ func GatherMatmul(y, x []float32, M int, idx []int32, packed []uint32, scales, b
 	checkQ("GatherMatmul", packed, scales, biases, E, K, N, p)
 	checkDense("GatherMatmul", "x", len(x), M, K)
 	checkDense("GatherMatmul", "y", len(y), M, N)
+	if M == 0 {
+		return
+	}
 	w := newQmat(packed, scales, biases, K, N, p)
 	gather("GatherMatmul", y, x, M, idx, E, N, K, p.GroupSize, func(ys, xs []float32, rows, e, c0, c1 int, sc *scratch) {
-		nc := blockCols(rows, c1-c0, p.GroupSize, 0)
-		for c := c0; c < c1; c += nc {
-			mm(ys, xs, rows, w.expert(e), c, min(c+nc, c1), sc)
-		}
+		mm(ys, xs, rows, w.expert(e), c0, c1, sc)
 	})
 }
 

@@ -1,6 +1,9 @@
 package quant
 
-import "fmt"
+import (
+	"fmt"
+	"runtime"
+)
 
 // qmat views one quantized [rows, cols] matrix (one expert of a stack).
 type qmat struct {
@@ -42,7 +45,7 @@ func (s *scratch) floats(n int) []float32 {
 }
 
 func checkDense(op, name string, have, rows, cols int) {
-	if rows <= 0 || have != rows*cols {
+	if rows < 0 || have != rows*cols {
 		panic(fmt.Sprintf("quant.%s: %s has %d values, want [%d, %d]", op, name, have, rows, cols))
 	}
 }
@@ -54,6 +57,9 @@ func MatmulT(y, x []float32, M int, packed []uint32, scales, biases []float32, N
 	checkQ("MatmulT", packed, scales, biases, 1, N, K, p)
 	checkDense("MatmulT", "x", len(x), M, K)
 	checkDense("MatmulT", "y", len(y), M, N)
+	if M == 0 {
+		return
+	}
 	w := newQmat(packed, scales, biases, N, K, p)
 	tiles := (N + tileN - 1) / tileN
 	forEach(tiles, M*N*K, func() func(lo, hi int) {
@@ -71,14 +77,29 @@ func Matmul(y, x []float32, M int, packed []uint32, scales, biases []float32, K,
 	checkQ("Matmul", packed, scales, biases, 1, K, N, p)
 	checkDense("Matmul", "x", len(x), M, K)
 	checkDense("Matmul", "y", len(y), M, N)
+	if M == 0 {
+		return
+	}
 	w := newQmat(packed, scales, biases, K, N, p)
-	nc := blockCols(M, N, p.GroupSize, M*N*K)
-	blocks := (N + nc - 1) / nc
-	forEach(blocks, M*N*K, func() func(lo, hi int) {
+	// Split columns (on group boundaries) and, when there are too few
+	// column groups to feed every goroutine, rows of x too.
+	cParts, mParts := 1, 1
+	if procs := runtime.GOMAXPROCS(0); procs > 1 && M*N*K >= minParallelWork {
+		want := 2 * procs
+		cParts = min(want, N/p.GroupSize)
+		mParts = min(M, (want+cParts-1)/cParts)
+	}
+	cStep := ((N+cParts-1)/cParts + p.GroupSize - 1) / p.GroupSize * p.GroupSize
+	mStep := (M + mParts - 1) / mParts
+	nc := (N + cStep - 1) / cStep
+	items := nc * ((M + mStep - 1) / mStep)
+	forEach(items, M*N*K, func() func(lo, hi int) {
 		var sc scratch
 		return func(lo, hi int) {
-			for b := lo; b < hi; b++ {
-				mm(y, x, M, w, b*nc, min((b+1)*nc, N), &sc)
+			for i := lo; i < hi; i++ {
+				c0, m0 := i%nc*cStep, i/nc*mStep
+				m1 := min(m0+mStep, M)
+				mm(y[m0*N:], x[m0*K:], m1-m0, w, c0, min(c0+cStep, N), &sc)
 			}
 		}
 	})

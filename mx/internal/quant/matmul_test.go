@@ -169,6 +169,17 @@ func TestGather(t *testing.T) {
 	}
 }
 
+// TestEmptyBatch: M = 0 is a valid empty product and touches nothing.
+func TestEmptyBatch(t *testing.T) {
+	p := Params{Bits: 4, GroupSize: 32}
+	w := make([]uint32, 4*8) // [4, 64], or a stack [2, 2, 64]
+	s := make([]float32, 4*2)
+	MatmulT(nil, nil, 0, w, s, s, 4, 64, p)
+	Matmul(nil, nil, 0, w[:16], s[:4], s[:4], 2, 64, p)
+	GatherMatmulT(nil, nil, 0, nil, w, s, s, 2, 2, 64, p)
+	GatherMatmul(nil, nil, 0, nil, w, s, s, 2, 2, 64, p)
+}
+
 // TestKernelMisuse: kernels panic on programmer errors with a message that
 // names the op and the sizes involved.
 func TestKernelMisuse(t *testing.T) {
@@ -191,8 +202,8 @@ func TestKernelMisuse(t *testing.T) {
 			}},
 		{"Matmul K not a group multiple", "quant.Matmul: weight [1, 4, 48]",
 			func() { Matmul(make([]float32, 48), make([]float32, 4), 1, w, s, s, 4, 48, p) }},
-		{"Matmul zero M", "quant.Matmul: x has 0 values, want [0, 4]",
-			func() { Matmul(nil, nil, 0, w, s, s, 4, 64, p) }},
+		{"Matmul negative M", "quant.Matmul: x has 0 values, want [-1, 4]",
+			func() { Matmul(nil, nil, -1, w, s, s, 4, 64, p) }},
 		{"GatherMatmulT bad index", "quant.GatherMatmulT: index 2 of row 1 outside [0, 2)",
 			func() {
 				GatherMatmulT(make([]float32, 4), make([]float32, 128), 2, []int32{0, 2}, w, s, s, 2, 2, 64, p)

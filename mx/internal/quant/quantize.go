@@ -53,6 +53,11 @@ func Quantize(w []float32, rows, cols int, p Params) (packed []uint32, scales, b
 // also lands exactly on a code (−q0). When |max| ≥ |min| the scale is
 // negative, so codes count down from max. A group whose edge rounds to code
 // 0 (all values ≈ 0) keeps bias 0 and the plain range/(2^bits−1) scale.
+//
+// This is the CPU kernel (and the ops.cpp fallback). MLX's Metal kernel
+// differs in two ways a re-quantized checkpoint could show: it rounds halves
+// away from zero, and its running max starts at 0, so a group of only
+// negative values is fitted to [min, 0] rather than [min, max].
 func quantizeGroup(codes []uint8, w []float32, bits int) (scale, bias float32) {
 	nBins := float32(int(1)<<bits - 1)
 	const eps = float32(1e-7)
