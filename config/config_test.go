@@ -89,3 +89,21 @@ func TestEveryKeyHasAFlagAndHelp(t *testing.T) {
 		}
 	}
 }
+
+// The shipped recipe must load and document every key.
+func TestShippedRecipe(t *testing.T) {
+	c, err := Load("../configs/lora.yaml", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.LoRAParameters.Rank != 8 || c.LoRAParameters.Scale != 8 || c.LearningRate != 1e-4 {
+		t.Fatalf("recipe = rank %d scale %g lr %g, want optiq's 8, 8, 1e-4", c.LoRAParameters.Rank, c.LoRAParameters.Scale, c.LearningRate)
+	}
+	raw, _ := os.ReadFile("../configs/lora.yaml")
+	for _, k := range Keys() {
+		last := k[strings.LastIndex(k, ".")+1:]
+		if !strings.Contains(string(raw), last+":") {
+			t.Errorf("configs/lora.yaml does not document %s", k)
+		}
+	}
+}

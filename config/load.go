@@ -296,3 +296,23 @@ func (c Config) Validate() error {
 	}
 	return nil
 }
+
+// Get returns the value of a dotted key of c.
+func Get(c Config, path string) any {
+	v := reflect.ValueOf(c)
+	for _, part := range strings.Split(path, ".") {
+		t := v.Type()
+		found := false
+		for i := range t.NumField() {
+			if t.Field(i).Tag.Get("mapstructure") == part {
+				v = v.Field(i)
+				found = true
+				break
+			}
+		}
+		if !found {
+			return nil
+		}
+	}
+	return v.Interface()
+}

@@ -104,8 +104,8 @@ func TestBuildErrors(t *testing.T) {
 				"quantized module model.decoder.layers.1.mlp.up_proj: quantization config says 8 bits, shapes say 4",
 				"\n  ... and 3 more"}, 0},
 		{"8-bit weights, config says 4", Bits8,
-			// Synthesize writes 8 bits as per-module overrides of a 4-bit default; drop them.
-			func(cfg *Config, _ map[string]*mx.Array) { cfg.Quantization.Modules = nil },
+			// Synthesize writes an 8-bit default; claim 4 bits everywhere instead.
+			func(cfg *Config, _ map[string]*mx.Array) { cfg.Quantization.Bits, cfg.Quantization.Modules = 4, nil },
 			[]string{"quantized module model.decoder.layers.0.self_attn.q_proj: quantization config says 4 bits, shapes say 8"}, 0},
 		{"one module override contradicts", Bits4,
 			func(cfg *Config, _ map[string]*mx.Array) {

@@ -58,7 +58,11 @@ func Synthesize(e mx.Engine, cfg *Config, seed uint64, policy string) (map[strin
 	storage := mx.Float32
 	if group > 0 {
 		storage = mx.BFloat16
-		q := &Quantization{GroupSize: group, Bits: 4, Mode: "affine", Modules: map[string]ModuleQuantization{}}
+		def := 4
+		if policy == Bits8 {
+			def = 8
+		}
+		q := &Quantization{GroupSize: group, Bits: def, Mode: "affine", Modules: map[string]ModuleQuantization{}}
 		cfg.Quantization = q
 	} else {
 		cfg.Quantization = nil

@@ -1,0 +1,150 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/dgtune/dgtune/lora"
+	dg "github.com/dgtune/dgtune/model/diffusiongemma"
+	"github.com/dgtune/dgtune/mx"
+	"github.com/dgtune/dgtune/objective"
+	"github.com/dgtune/dgtune/optim"
+	"github.com/dgtune/dgtune/train"
+)
+
+// BenchResult is `probe bench`'s JSON contract.
+type BenchResult struct {
+	TokensPerSec    float64 `json:"tokens_per_sec"`
+	MsPerStep       float64 `json:"ms_per_step"`
+	PeakRSSBytes    int64   `json:"peak_rss_bytes"`
+	TrainableParams int64   `json:"trainable_params"`
+	Backend         string  `json:"backend"`
+	PromptLen       int     `json:"prompt_len"`
+	CanvasLen       int     `json:"canvas_len"`
+	Steps           int     `json:"steps"`
+	Rank            int     `json:"rank"`
+}
+
+func benchCommand() *cobra.Command {
+	var modelDir, backend string
+	var promptLen, canvasLen, steps, rank int
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "bench --model DIR --prompt-len N --canvas-len L --steps S [--backend go|mlx] [--rank R] --json",
+		Short: "Time LoRA training steps (forward, backward through encoder and decoder, AdamW update)",
+		Long: "Time S LoRA training steps after one warm-up step on random ids; tokens_per_sec is (N+L)·S / time.\n" +
+			"peak_rss_bytes is the process's high-water resident set size.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if promptLen < 1 || canvasLen < 1 || steps < 1 || rank < 1 {
+				return fmt.Errorf("--prompt-len, --canvas-len, --steps and --rank must be at least 1")
+			}
+			e, err := mx.Open(backend)
+			if err != nil {
+				return err
+			}
+			m, err := dg.Load(e, modelDir, dg.LoadOptions{})
+			if err != nil {
+				return err
+			}
+			lc := lora.DefaultConfig()
+			lc.Rank = rank
+			a, err := lora.Attach(m, lc, 1)
+			if err != nil {
+				return err
+			}
+			opt, err := optim.NewAdamW(optim.Params(a.Params()), optim.AdamWDefaults(1e-4))
+			if err != nil {
+				return err
+			}
+			vocab := m.Config.TextConfig.VocabSize
+			rng := rand.New(rand.NewPCG(1, 2))
+			ids := func(n int) []int32 {
+				v := make([]int32, n)
+				for i := range v {
+					v[i] = int32(rng.IntN(vocab))
+				}
+				return v
+			}
+			ex := objective.Example{Prompt: ids(promptLen), Target: ids(canvasLen)}
+			obj := objective.Reference(0.4, 0.8)
+			stepOnce := func(i int) {
+				c := obj.Draw(mx.Key(e, uint64(i)), ex.Target, vocab)
+				params := a.Params()
+				names := make([]string, 0, len(params))
+				for n := range params {
+					names = append(names, n)
+				}
+				args := make([]*mx.Array, len(names))
+				for j, n := range names {
+					args[j] = params[n]
+				}
+				_, grads := mx.ValueAndGrad(func(x []*mx.Array) []*mx.Array {
+					traced := map[string]*mx.Array{}
+					for j, n := range names {
+						traced[n] = x[j]
+					}
+					if err := a.SetParams(traced); err != nil {
+						panic(err)
+					}
+					loss, _ := objective.BatchLoss([]objective.Terms{obj.ExampleTerms(m, ex, c)})
+					return []*mx.Array{loss}
+				})(args)
+				g := optim.Params{}
+				for j, n := range names {
+					g[n] = grads[j]
+				}
+				updated := opt.Update(optim.Params(params), g)
+				mx.Eval(values(updated)...)
+				if err := a.SetParams(updated); err != nil {
+					panic(err)
+				}
+			}
+			stepOnce(0) // warm-up
+			start := time.Now()
+			for i := 1; i <= steps; i++ {
+				stepOnce(i)
+			}
+			el := time.Since(start).Seconds()
+			var n int64
+			for _, p := range a.Params() {
+				n += int64(p.Size())
+			}
+			res := BenchResult{
+				TokensPerSec: float64((promptLen+canvasLen)*steps) / el, MsPerStep: 1000 * el / float64(steps),
+				PeakRSSBytes: train.PeakRSS(), TrainableParams: n, Backend: e.Name(),
+				PromptLen: promptLen, CanvasLen: canvasLen, Steps: steps, Rank: rank,
+			}
+			w := cmd.OutOrStdout()
+			if asJSON {
+				b, _ := json.Marshal(res)
+				fmt.Fprintln(w, string(b))
+				return nil
+			}
+			fmt.Fprintf(w, "%s: %.1f tokens/s, %.1f ms/step, peak RSS %d MiB, %d trainable\n",
+				res.Backend, res.TokensPerSec, res.MsPerStep, res.PeakRSSBytes>>20, res.TrainableParams)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&modelDir, "model", "", "checkpoint directory")
+	f.StringVar(&backend, "backend", "auto", "engine: auto, go or mlx")
+	f.IntVar(&promptLen, "prompt-len", 64, "prompt tokens")
+	f.IntVar(&canvasLen, "canvas-len", 64, "canvas tokens")
+	f.IntVar(&steps, "steps", 3, "timed steps after the warm-up")
+	f.IntVar(&rank, "rank", 8, "LoRA rank")
+	f.BoolVar(&asJSON, "json", false, "print one JSON object")
+	return cmd
+}
+
+func values(p optim.Params) []*mx.Array {
+	out := make([]*mx.Array, 0, len(p))
+	for _, a := range p {
+		out = append(out, a)
+	}
+	return out
+}

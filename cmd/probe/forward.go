@@ -1,0 +1,178 @@
+package main
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/dgtune/dgtune/lora"
+	dg "github.com/dgtune/dgtune/model/diffusiongemma"
+	"github.com/dgtune/dgtune/mx"
+	_ "github.com/dgtune/dgtune/mx/engines"
+	"github.com/dgtune/dgtune/objective"
+)
+
+func forwardCommand() *cobra.Command {
+	var modelDir, promptS, canvasS, adapterDir, backend, image, targetS, corruptS, positions, out string
+	cmd := &cobra.Command{
+		Use:   "forward --model DIR --prompt 2,105,... --canvas 5,9,... [--adapter DIR] [--target ... --corrupt ...] --out FILE.safetensors",
+		Short: "Dump the logits (and loss and adapter gradients) of one forward pass",
+		Long: "Run encoder(prompt) → decoder(canvas) with fresh caches and no self-conditioning and write\n" +
+			"`logits` (f32 [1, L, V], softcapped). With --target and --corrupt also write `loss` (f32 [1]) and,\n" +
+			"for every tensor K of the adapter, `grad.K` = d loss / d K. Needs only config.json and the weights.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if modelDir == "" || out == "" {
+				return fmt.Errorf("--model and --out are required")
+			}
+			if image != "" {
+				return fmt.Errorf("--image: image prompts are not supported yet (the vision tower is not implemented)")
+			}
+			prompt, err := parseIDs("--prompt", promptS)
+			if err != nil {
+				return err
+			}
+			canvas, err := parseIDs("--canvas", canvasS)
+			if err != nil {
+				return err
+			}
+			if len(canvas) == 0 {
+				return fmt.Errorf("--canvas: at least one id is required")
+			}
+			e, err := mx.Open(backend)
+			if err != nil {
+				return err
+			}
+			m, err := dg.Load(e, modelDir, dg.LoadOptions{})
+			if err != nil {
+				return err
+			}
+			vocab := m.Config.TextConfig.VocabSize
+			for _, ids := range [][]int32{prompt, canvas} {
+				for _, id := range ids {
+					if id < 0 || int(id) >= vocab {
+						return fmt.Errorf("token id %d out of range [0, %d)", id, vocab)
+					}
+				}
+			}
+			var adapter *lora.Adapter
+			if adapterDir != "" {
+				f, err := lora.LoadDir(e, adapterDir)
+				if err != nil {
+					return err
+				}
+				if adapter, err = lora.Mount(m, f); err != nil {
+					return err
+				}
+			}
+			pa := mx.FromInt32(e, prompt, 1, len(prompt))
+			ca := mx.FromInt32(e, canvas, 1, len(canvas))
+			result := map[string]*mx.Array{"logits": m.Forward(pa, ca)}
+			if targetS != "" || corruptS != "" {
+				if err := addLoss(result, m, adapter, prompt, canvas, targetS, corruptS, positions); err != nil {
+					return err
+				}
+			}
+			if err := mx.SaveSafetensors(out, result, map[string]string{"format": "dgtune-probe"}); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s (%d tensors)\n", out, len(result))
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&modelDir, "model", "", "checkpoint directory")
+	f.StringVar(&promptS, "prompt", "", "comma-separated prompt ids (may be empty)")
+	f.StringVar(&canvasS, "canvas", "", "comma-separated canvas ids")
+	f.StringVar(&adapterDir, "adapter", "", "adapter directory to mount")
+	f.StringVar(&backend, "backend", "auto", "engine: auto, go or mlx")
+	f.StringVar(&image, "image", "", "image file for the prompt's image token")
+	f.StringVar(&targetS, "target", "", "comma-separated target ids (one per canvas position)")
+	f.StringVar(&corruptS, "corrupt", "", "comma-separated 0/1 flags: which canvas positions are corrupted")
+	f.StringVar(&positions, "loss-positions", "corrupted", "score corrupted positions or all")
+	f.StringVar(&out, "out", "", "output safetensors file")
+	return cmd
+}
+
+// addLoss computes the denoising loss of the given corruption and its gradient with
+// respect to every adapter tensor.
+func addLoss(result map[string]*mx.Array, m *dg.Model, adapter *lora.Adapter, prompt, canvas []int32, targetS, corruptS, positions string) error {
+	target, err := parseIDs("--target", targetS)
+	if err != nil {
+		return err
+	}
+	flags, err := parseIDs("--corrupt", corruptS)
+	if err != nil {
+		return err
+	}
+	if len(target) != len(canvas) || len(flags) != len(canvas) {
+		return fmt.Errorf("--target (%d ids) and --corrupt (%d flags) must match the canvas (%d ids)", len(target), len(flags), len(canvas))
+	}
+	c := objective.Corruption{Corrupt: make([]bool, len(flags)), Canvas: canvas}
+	for i, f := range flags {
+		if f != 0 && f != 1 {
+			return fmt.Errorf("--corrupt: flag %d at position %d: want 0 or 1", f, i)
+		}
+		c.Corrupt[i] = f == 1
+	}
+	obj := objective.Reference(0, 1)
+	obj.Positions = objective.Positions(positions)
+	if err := obj.Validate(); err != nil {
+		return err
+	}
+	ex := objective.Example{Prompt: prompt, Target: target}
+	lossOf := func() *mx.Array {
+		loss, _ := objective.BatchLoss([]objective.Terms{obj.ExampleTerms(m, ex, c)})
+		return mx.Reshape(loss, 1)
+	}
+	if adapter == nil {
+		result["loss"] = lossOf()
+		return nil
+	}
+	params := adapter.Params()
+	names := make([]string, 0, len(params))
+	for n := range params {
+		names = append(names, n)
+	}
+	args := make([]*mx.Array, len(names))
+	for i, n := range names {
+		args[i] = params[n]
+	}
+	vals, grads := mx.ValueAndGrad(func(a []*mx.Array) []*mx.Array {
+		traced := map[string]*mx.Array{}
+		for i, n := range names {
+			traced[n] = a[i]
+		}
+		if err := adapter.SetParams(traced); err != nil {
+			panic(err)
+		}
+		return []*mx.Array{lossOf()}
+	})(args)
+	if err := adapter.SetParams(params); err != nil {
+		return err
+	}
+	result["loss"] = mx.Reshape(vals[0], 1)
+	for i, n := range names {
+		result["grad."+n] = mx.AsType(grads[i], mx.Float32)
+	}
+	return nil
+}
+
+func parseIDs(flag, s string) ([]int32, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return nil, nil
+	}
+	parts := strings.Split(s, ",")
+	out := make([]int32, len(parts))
+	for i, p := range parts {
+		v, err := strconv.ParseInt(strings.TrimSpace(p), 10, 32)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %q is not an integer id", flag, p)
+		}
+		out[i] = int32(v)
+	}
+	return out, nil
+}

@@ -1,0 +1,90 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	dg "github.com/dgtune/dgtune/model/diffusiongemma"
+	"github.com/dgtune/dgtune/mx"
+	"github.com/dgtune/dgtune/tokenizer"
+)
+
+func mkmodelCommand() *cobra.Command {
+	var preset, bits, tok, out, corpus, backend string
+	var seed uint64
+	var verbose bool
+	cmd := &cobra.Command{
+		Use:   "mkmodel --preset tiny|small|bench|real --seed N [--bits 0|4|8|mixed] [--tokenizer bpe|bytes] --out DIR",
+		Short: "Write a synthetic DiffusionGemma checkpoint in the MLX layout",
+		Long: "Write a synthetic checkpoint: config.json (nested layout), generation_config.json, model.safetensors\n" +
+			"(MLX affine packing when quantized) and tokenizer.json. --preset real writes only the configs and prints\n" +
+			"the parameter count: its 26B weights are never materialised.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if out == "" {
+				return fmt.Errorf("--out is required")
+			}
+			cfg, err := dg.Preset(preset)
+			if err != nil {
+				return err
+			}
+			total, active := dg.CountParams(cfg)
+			w := cmd.OutOrStdout()
+			fmt.Fprintf(w, "preset %s: %d parameters (%.3fB), %d active per token (%.3fB)\n", preset, total, float64(total)/1e9, active, float64(active)/1e9)
+			if verbose {
+				for _, ts := range dg.ExpectedTensors(cfg) {
+					fmt.Fprintf(w, "  %s %v\n", ts.Name, ts.Shape)
+				}
+			}
+			if preset == dg.PresetReal {
+				return dg.WriteCheckpoint(out, cfg, nil, nil)
+			}
+			lines := tokenizer.SyntheticCorpus()
+			if corpus != "" {
+				b, err := os.ReadFile(corpus)
+				if err != nil {
+					return fmt.Errorf("--corpus: %w", err)
+				}
+				lines = strings.Split(string(b), "\n")
+			}
+			var tj []byte
+			switch tok {
+			case "bpe":
+				tj, err = tokenizer.NewSynthetic(cfg.TextConfig.VocabSize, lines)
+			case "bytes":
+				tj, err = tokenizer.NewSynthetic(cfg.TextConfig.VocabSize, nil)
+			default:
+				err = fmt.Errorf("--tokenizer %q: want bpe or bytes", tok)
+			}
+			if err != nil {
+				return err
+			}
+			e, err := mx.Open(backend)
+			if err != nil {
+				return err
+			}
+			weights, err := dg.Synthesize(e, cfg, seed, bits)
+			if err != nil {
+				return err
+			}
+			if err := dg.WriteCheckpoint(out, cfg, weights, tj); err != nil {
+				return err
+			}
+			fmt.Fprintf(w, "wrote %s (bits %s, seed %d)\n", out, bits, seed)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&preset, "preset", "tiny", "geometry: tiny, small, bench or real")
+	f.Uint64Var(&seed, "seed", 0, "seed of the random weights")
+	f.StringVar(&bits, "bits", "0", "quantization: 0 (f32), 4, 8 or mixed (8-bit attention/MLP/router, 4-bit rest)")
+	f.StringVar(&tok, "tokenizer", "bpe", "synthetic tokenizer: bpe (merges trained on --corpus) or bytes (byte fallback only)")
+	f.StringVar(&corpus, "corpus", "", "text file whose lines train the synthetic tokenizer's merges")
+	f.StringVar(&out, "out", "", "output directory")
+	f.StringVar(&backend, "backend", "go", "engine used to quantize")
+	f.BoolVar(&verbose, "verbose", false, "list every tensor and its logical shape")
+	return cmd
+}

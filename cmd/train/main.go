@@ -1,0 +1,65 @@
+// Command train fine-tunes DiffusionGemma with LoRA (or fully) on the denoising
+// objective: train --config lora.yaml [--key value ...].
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/dgtune/dgtune/internal/cli"
+	"github.com/dgtune/dgtune/train"
+)
+
+func main() { os.Exit(cli.Main(newCommand(), os.Args[1:], os.Stdout, os.Stderr)) }
+
+func newCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "train --config lora.yaml [--key value ...]",
+		Short: "Fine-tune DiffusionGemma with LoRA on the denoising objective",
+		Long: "Fine-tune DiffusionGemma with LoRA (or fully) on the denoising objective.\n" +
+			"Settings come from --config, DGTUNE_* environment variables and flags (flag > env > file > default).",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := cli.LoadConfig(cmd)
+			if err != nil {
+				return err
+			}
+			jsonPath, _ := cmd.Flags().GetString("json")
+			res, err := train.Run(cmd.Context(), cfg, train.Options{Log: cmd.ErrOrStderr(), Terminal: cli.IsTerminal(cmd.ErrOrStderr())})
+			if errors.Is(err, train.ErrInterrupted) {
+				return &cli.ExitError{Code: cli.InterruptCode(cmd.Context()), Err: err}
+			}
+			if err != nil {
+				return err
+			}
+			return printResult(cmd.OutOrStdout(), res, jsonPath)
+		},
+	}
+	cli.AddConfigFlags(cmd)
+	cmd.Flags().String("json", "", "also write the result as JSON to this file")
+	return cmd
+}
+
+func printResult(w io.Writer, r *train.Result, jsonPath string) error {
+	line := fmt.Sprintf("trained %d steps: final train loss %.4f", r.Steps, r.FinalLoss)
+	if r.FinalValLoss != nil {
+		line += fmt.Sprintf(", val loss %.4f", *r.FinalValLoss)
+	}
+	if r.BestValLoss != nil {
+		line += fmt.Sprintf(" (best %.4f)", *r.BestValLoss)
+	}
+	fmt.Fprintf(w, "%s; saved to %s\n", line, r.AdapterPath)
+	if jsonPath == "" {
+		return nil
+	}
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(jsonPath, append(b, '\n'), 0o644)
+}

@@ -1,0 +1,233 @@
+package evaluate
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/dgtune/dgtune/config"
+	"github.com/dgtune/dgtune/data"
+	dg "github.com/dgtune/dgtune/model/diffusiongemma"
+	"github.com/dgtune/dgtune/mx"
+	"github.com/dgtune/dgtune/objective"
+	"github.com/dgtune/dgtune/train"
+)
+
+// Seed purposes for evaluation draws (distinct from training's).
+const (
+	seedNoise uint64 = 101 + iota
+	seedSampler
+)
+
+// Case is one evaluation example.
+type Case struct {
+	Index     int
+	Prompt    []int32
+	Target    []int32 // as trained (eos_fill applied)
+	Reference string  // the completion text
+	RefTokens int     // tokens of the bare completion
+}
+
+// Metrics are one model's numbers.
+type Metrics struct {
+	Loss        map[string]float64 `json:"loss"`     // by noise level "0.25"
+	Accuracy    map[string]float64 `json:"accuracy"` // canvas-token accuracy on corrupted positions
+	ExactMatch  *float64           `json:"exact_match,omitempty"`
+	TokenF1     *float64           `json:"token_f1,omitempty"`
+	MeanSteps   *float64           `json:"mean_denoising_steps,omitempty"`
+	TokensPerS  *float64           `json:"generated_tokens_per_second,omitempty"`
+	Generations []Generation       `json:"generations,omitempty"`
+}
+
+// Generation is one example's sampled answer.
+type Generation struct {
+	Index      int     `json:"index"`
+	Text       string  `json:"text"`
+	Reference  string  `json:"reference"`
+	ExactMatch bool    `json:"exact_match"`
+	F1         float64 `json:"f1"`
+	Steps      int     `json:"steps"`
+	Finish     string  `json:"finish_reason"`
+}
+
+// Evaluator scores models on a fixed set of cases.
+type Evaluator struct {
+	Session *train.Session
+	Config  config.Config
+	Cases   []Case
+	Log     io.Writer
+}
+
+// Cases tokenizes a split into evaluation cases (at most max when max > 0).
+func Cases(s *train.Session, split *data.Split, max int) ([]Case, error) {
+	pairs, err := s.Pairs(split)
+	if err != nil {
+		return nil, err
+	}
+	byIndex := map[int]data.Example{}
+	for _, ex := range split.Examples {
+		byIndex[ex.Index] = ex
+	}
+	if max > 0 && len(pairs) > max {
+		pairs = pairs[:max]
+	}
+	out := make([]Case, len(pairs))
+	for i, p := range pairs {
+		ex := byIndex[p.Index]
+		out[i] = Case{Index: p.Index, Prompt: p.Prompt, Target: p.Target, Reference: ex.Completion,
+			RefTokens: min(len(s.Tokenizer.Encode(ex.Completion)), s.Config.MaxCanvas)}
+	}
+	return out, nil
+}
+
+func levelKey(t float64) string { return fmt.Sprintf("%g", t) }
+
+// Run scores the model as it is now (base, or with an adapter mounted).
+func (ev *Evaluator) Run(label string, generate bool) (*Metrics, error) {
+	m := ev.Session.Model
+	e := ev.Session.Engine
+	vocab := m.Config.TextConfig.VocabSize
+	res := &Metrics{Loss: map[string]float64{}, Accuracy: map[string]float64{}}
+	for li, t := range ev.Config.Eval.NoiseLevels {
+		var lossSum, count, correct float64
+		for i, c := range ev.Cases {
+			key := mx.Key(e, train.DeriveSeed(ev.Config.Seed, seedNoise, uint64(li), uint64(c.Index), uint64(i)))
+			corr := objective.CorruptAt(key, c.Target, t, vocab)
+			ls, n, ok := scoreCorruption(m, c, corr)
+			lossSum += ls
+			count += n
+			correct += ok
+		}
+		res.Loss[levelKey(t)] = lossSum / math.Max(count, 1)
+		res.Accuracy[levelKey(t)] = correct / math.Max(count, 1)
+		fmt.Fprintf(ev.Log, "%s: t=%g loss %.4f accuracy %.3f\n", label, t, res.Loss[levelKey(t)], res.Accuracy[levelKey(t)])
+	}
+	if !generate {
+		return res, nil
+	}
+	var em, f1, steps float64
+	var genTokens int
+	start := time.Now()
+	for i, c := range ev.Cases {
+		opt := ev.GenerateOptions(c, i)
+		g, err := m.Generate(c.Prompt, opt)
+		if err != nil {
+			return nil, fmt.Errorf("%s: generate example %d: %w", label, c.Index, err)
+		}
+		text := ev.Session.Tokenizer.Decode(g.Tokens, true)
+		gen := Generation{Index: c.Index, Text: text, Reference: c.Reference, Steps: g.Steps, Finish: g.FinishReason}
+		gen.ExactMatch = Normalize(text) == Normalize(c.Reference)
+		gen.F1 = TokenF1(text, c.Reference)
+		if gen.ExactMatch {
+			em++
+		}
+		f1 += gen.F1
+		steps += float64(g.Steps)
+		genTokens += len(g.Tokens)
+		res.Generations = append(res.Generations, gen)
+	}
+	n := math.Max(float64(len(ev.Cases)), 1)
+	em, f1, steps = em/n, f1/n, steps/n
+	tps := float64(genTokens) / math.Max(time.Since(start).Seconds(), 1e-9)
+	res.ExactMatch, res.TokenF1, res.MeanSteps, res.TokensPerS = &em, &f1, &steps, &tps
+	fmt.Fprintf(ev.Log, "%s: exact match %.3f, token F1 %.3f, %.1f steps, %.1f tokens/s\n", label, em, f1, steps, tps)
+	return res, nil
+}
+
+// scoreCorruption returns Σ CE over corrupted positions, their count and the number
+// whose argmax is the target.
+func scoreCorruption(m *dg.Model, c Case, corr objective.Corruption) (float64, float64, float64) {
+	var lossSum, count, correct float64
+	mx.Tidy(m.Engine, func() []*mx.Array {
+		e := m.Engine
+		logits := m.Forward(mx.FromInt32(e, c.Prompt, 1, len(c.Prompt)), mx.FromInt32(e, corr.Canvas, 1, len(corr.Canvas)))
+		ce := objective.CrossEntropy(logits, c.Target).Float32s()
+		pred := mx.Argmax(logits, -1, false).Int32s()
+		for i, bad := range corr.Corrupt {
+			if !bad {
+				continue
+			}
+			count++
+			lossSum += float64(ce[i])
+			if pred[i] == c.Target[i] {
+				correct++
+			}
+		}
+		return nil
+	})
+	return lossSum, count, correct
+}
+
+// generateOptions bounds the canvas: with eos_fill the model was trained on max_canvas
+// canvases ending in EOS, so generation uses that canvas; without it the reference
+// objective never marks an answer's end, so the canvas is the reference length.
+func (ev *Evaluator) GenerateOptions(c Case, i int) dg.GenerateOptions {
+	cfg := ev.Config
+	m := ev.Session.Model
+	opt := dg.DefaultGenerateOptions(m.Config)
+	length := c.RefTokens
+	if cfg.EOSFill {
+		length = cfg.MaxCanvas
+	}
+	if cfg.Eval.MaxTokens > 0 {
+		length = cfg.Eval.MaxTokens
+	}
+	length = max(length, 1)
+	opt.MaxTokens = length
+	opt.MinCanvas = min(length, m.Config.CanvasLength)
+	opt.MaxCanvas = min(length, m.Config.CanvasLength)
+	if cfg.Eval.Steps > 0 {
+		opt.Steps = cfg.Eval.Steps
+	}
+	opt.Sampler = cfg.Eval.Sampler
+	opt.Temperature = cfg.Eval.Temperature
+	opt.Seed = train.DeriveSeed(cfg.Seed, seedSampler, uint64(c.Index), uint64(i))
+	for _, name := range []string{"<eos>", "<turn|>"} {
+		if id, ok := ev.Session.Tokenizer.TokenID(name); ok {
+			opt.EOS = appendUnique(opt.EOS, int(id))
+		}
+	}
+	return opt
+}
+
+func appendUnique(s []int, v int) []int {
+	for _, x := range s {
+		if x == v {
+			return s
+		}
+	}
+	return append(s, v)
+}
+
+// Normalize collapses whitespace runs and trims, for exact match.
+func Normalize(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// TokenF1 is SQuAD-style F1 over whitespace tokens of the normalised strings.
+func TokenF1(pred, ref string) float64 {
+	p, r := strings.Fields(pred), strings.Fields(ref)
+	if len(p) == 0 && len(r) == 0 {
+		return 1
+	}
+	if len(p) == 0 || len(r) == 0 {
+		return 0
+	}
+	counts := map[string]int{}
+	for _, w := range r {
+		counts[w]++
+	}
+	common := 0
+	for _, w := range p {
+		if counts[w] > 0 {
+			counts[w]--
+			common++
+		}
+	}
+	if common == 0 {
+		return 0
+	}
+	prec := float64(common) / float64(len(p))
+	rec := float64(common) / float64(len(r))
+	return 2 * prec * rec / (prec + rec)
+}

@@ -1,0 +1,83 @@
+package lora
+
+import (
+	"github.com/dgtune/dgtune/model/diffusiongemma"
+	"github.com/dgtune/dgtune/mx"
+)
+
+// Linear is a base linear plus a low-rank residual: y = base(x) + cast(scale·((x·A)·B)).
+// It implements diffusiongemma.Linear, so it can stand in any linear slot of the model.
+type Linear struct {
+	Base    diffusiongemma.Linear
+	A       *mx.Array // [in, r]
+	B       *mx.Array // [r, out]
+	Scale   float64
+	Dropout float64 // probability of zeroing an input feature; only while training
+
+	// Training and Key switch dropout on: both must be set (and Dropout > 0). Each Forward
+	// call while training draws its mask from the next key of a chain started at Key, so
+	// the encoder and decoder passes of one step get different masks and a step replays
+	// exactly from the same Key.
+	Training bool
+	Key      *mx.Array
+	calls    int
+}
+
+// Forward is base(x) + cast_to_dtype_of_x(scale·((dropout(x)·A)·B)).
+func (l *Linear) Forward(x *mx.Array) *mx.Array {
+	z := mx.Matmul(mx.Matmul(l.dropout(x), l.A), l.B)
+	return mx.Add(l.Base.Forward(x), mx.AsType(mx.MulScalar(z, l.Scale), x.DType()))
+}
+
+// Dims returns the base linear's input and output widths.
+func (l *Linear) Dims() (in, out int) { return l.Base.Dims() }
+
+// Rank returns r.
+func (l *Linear) Rank() int { return l.A.Dim(1) }
+
+// SetTraining turns dropout on with key (a fresh chain of masks), or off when key is nil.
+func (l *Linear) SetTraining(key *mx.Array) {
+	l.Training = key != nil
+	l.Key = key
+	l.calls = 0
+}
+
+// dropout is MLX's nn.Dropout: keep each element with probability 1−p and scale the kept
+// ones by 1/(1−p), so the expectation is unchanged.
+func (l *Linear) dropout(x *mx.Array) *mx.Array {
+	p := l.Dropout
+	if !l.Training || l.Key == nil || p <= 0 {
+		return x
+	}
+	// Walk the chain k₀ = Key, kᵢ₊₁ = split(kᵢ)[0]; call i uses split(kᵢ)[1]. Only an
+	// integer is mutated, so nothing created here outlives the call.
+	k := l.Key
+	var maskKey *mx.Array
+	for range l.calls + 1 {
+		ks := mx.SplitKey(k, 2)
+		k, maskKey = ks[0], ks[1]
+	}
+	l.calls++
+	u := mx.Uniform(maskKey, x.Shape(), 0, 1, mx.Float32)
+	keep := mx.AsType(mx.Less(u, mx.Scalar(x.Engine(), 1-p, mx.Float32)), x.DType())
+	return mx.MulScalar(mx.Multiply(x, keep), 1/(1-p))
+}
+
+// unwrap returns the innermost non-LoRA linear under l.
+func unwrap(l diffusiongemma.Linear) diffusiongemma.Linear {
+	for {
+		w, ok := l.(*Linear)
+		if !ok {
+			return l
+		}
+		l = w.Base
+	}
+}
+
+// delta is the dense update (scale·B)ᵀ·Aᵀ [out, in] in dtype dt. As mlx-lm's fuse, both
+// factors are cast to dt before the product.
+func delta(a, b *mx.Array, scale float64, dt mx.DType) *mx.Array {
+	bt := mx.AsType(mx.Transpose(mx.MulScalar(b, scale)), dt)
+	at := mx.AsType(mx.Transpose(a), dt)
+	return mx.Matmul(bt, at)
+}

@@ -1,0 +1,491 @@
+package train
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/dgtune/dgtune/config"
+	"github.com/dgtune/dgtune/data"
+	"github.com/dgtune/dgtune/lora"
+	dg "github.com/dgtune/dgtune/model/diffusiongemma"
+	"github.com/dgtune/dgtune/mx"
+	"github.com/dgtune/dgtune/objective"
+	"github.com/dgtune/dgtune/optim"
+)
+
+// ErrInterrupted is returned when the context is cancelled (SIGINT/SIGTERM): the step in
+// flight was finished and a resumable checkpoint saved.
+var ErrInterrupted = errors.New("interrupted")
+
+// ErrNonFinite is returned when a training loss is NaN or infinite.
+var ErrNonFinite = errors.New("non-finite loss")
+
+// Options are the parts of a run that are not configuration.
+type Options struct {
+	Log      io.Writer // progress and messages (stderr)
+	Terminal bool      // draw a progress bar instead of log lines
+}
+
+// Result summarises a finished run.
+type Result struct {
+	Steps         int      `json:"steps"`
+	FinalLoss     float64  `json:"final_train_loss"`
+	FinalValLoss  *float64 `json:"final_val_loss,omitempty"`
+	BestValLoss   *float64 `json:"best_val_loss,omitempty"`
+	TrainedTokens int64    `json:"trained_tokens"`
+	AdapterPath   string   `json:"adapter_path"`
+	StoppedEarly  bool     `json:"stopped_early"`
+}
+
+// run is one training run's moving parts.
+type run struct {
+	s        *Session
+	cfg      config.Config
+	log      io.Writer
+	params   trainable
+	opt      optim.Optimizer
+	sched    optim.Schedule
+	it       *data.Iterator
+	train    []data.Pair
+	val      []data.Pair
+	state    State
+	reporter Reporter
+	total    int
+	lastVal  float64
+}
+
+// Run trains as cfg says. It returns ErrInterrupted after saving when ctx is cancelled.
+func Run(ctx context.Context, cfg config.Config, opt Options) (*Result, error) {
+	r, err := prepare(cfg, opt)
+	if err != nil {
+		return nil, err
+	}
+	defer r.reporter.Close()
+	return r.loop(ctx)
+}
+
+func prepare(cfg config.Config, opt Options) (*run, error) {
+	log := opt.Log
+	if log == nil {
+		log = io.Discard
+	}
+	s, err := Open(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.LoadData(); err != nil {
+		return nil, err
+	}
+	r := &run{s: s, cfg: cfg, log: log}
+	if r.train, err = s.Pairs(s.Dataset.Train); err != nil {
+		return nil, err
+	}
+	if s.Dataset.Valid != nil && len(s.Dataset.Valid.Examples) > 0 {
+		if r.val, err = s.Pairs(s.Dataset.Valid); err != nil {
+			return nil, err
+		}
+	}
+	if err := os.MkdirAll(cfg.AdapterPath, 0o755); err != nil {
+		return nil, fmt.Errorf("adapter_path: %w", err)
+	}
+	if cfg.FineTuneType == "full" {
+		if r.params, err = newFullParams(s.Model); err != nil {
+			return nil, err
+		}
+	} else {
+		a, err := lora.Attach(s.Model, LoRAConfig(cfg), DeriveSeed(cfg.Seed, seedLoRAInit))
+		if err != nil {
+			return nil, err
+		}
+		r.params = a
+	}
+	if r.opt, err = newOptimizer(cfg, r.params.Params()); err != nil {
+		return nil, err
+	}
+	if r.sched, err = optim.ParseSchedule(optim.ScheduleConfig{
+		Name: cfg.LRSchedule.Name, Arguments: cfg.LRSchedule.Arguments,
+		Warmup: cfg.LRSchedule.Warmup, WarmupInit: cfg.LRSchedule.WarmupInit,
+	}, cfg.LearningRate); err != nil {
+		return nil, err
+	}
+	if r.it, err = data.NewIterator(r.train, cfg.BatchSize, DeriveSeed(cfg.Seed, seedShuffle), cfg.Shuffle); err != nil {
+		return nil, err
+	}
+	r.total = cfg.Iters
+	if cfg.Epochs > 0 {
+		r.total = (cfg.Epochs*r.it.BatchesPerEpoch() + cfg.GradAccumulationSteps - 1) / cfg.GradAccumulationSteps
+	}
+	r.state = State{Seed: cfg.Seed, FineTuneType: cfg.FineTuneType, ParamFingerprints: fingerprints(r.params.Params())}
+	metrics := filepath.Join(cfg.AdapterPath, MetricsFile)
+	if cfg.Resume {
+		if err := r.resume(); err != nil {
+			return nil, err
+		}
+	} else if err := os.Remove(metrics); err != nil && !os.IsNotExist(err) {
+		return nil, err
+	}
+	if err := truncateMetrics(metrics, r.state.Step); err != nil {
+		return nil, err
+	}
+	jr, err := newJSONLReporter(metrics)
+	if err != nil {
+		return nil, err
+	}
+	r.reporter = multiReporter{newConsoleReporter(log, opt.Terminal, r.state.Step, r.total), jr}
+	if err := r.writeAdapterConfig(); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(log, "resolved config:\n%s", FormatConfig(cfg))
+	fmt.Fprintf(log, "model %s (%s engine); %d train / %d valid examples; trainable parameters: %d (%.3f%% of %d)\n",
+		cfg.Model, s.Engine.Name(), len(r.train), len(r.val), countParams(r.params.Params()),
+		100*float64(countParams(r.params.Params()))/float64(modelParams(s.Model)), modelParams(s.Model))
+	return r, nil
+}
+
+func modelParams(m *dg.Model) int64 {
+	total, _ := dg.CountParams(m.Config)
+	return total
+}
+
+// LoRAConfig maps the config onto the adapter's shape.
+func LoRAConfig(cfg config.Config) lora.Config {
+	p := cfg.LoRAParameters
+	return lora.Config{Rank: p.Rank, Scale: p.Scale, Dropout: p.Dropout, Keys: p.Keys, NumLayers: cfg.NumLayers}
+}
+
+func newOptimizer(cfg config.Config, params map[string]*mx.Array) (optim.Optimizer, error) {
+	oc := cfg.OptimizerConfig
+	switch cfg.Optimizer {
+	case "adamw", "adam":
+		c := optim.AdamWDefaults(cfg.LearningRate)
+		c.Betas = [2]float64{oc.Betas[0], oc.Betas[1]}
+		c.Eps, c.BiasCorrection = oc.Eps, oc.BiasCorrection
+		if cfg.Optimizer == "adam" {
+			c.WeightDecay = 0
+			return optim.NewAdam(optim.Params(params), c)
+		}
+		c.WeightDecay = oc.WeightDecay
+		return optim.NewAdamW(optim.Params(params), c)
+	case "sgd":
+		return optim.NewSGD(optim.Params(params), optim.SGDConfig{
+			LearningRate: cfg.LearningRate, Momentum: oc.Momentum, WeightDecay: oc.WeightDecay, Nesterov: oc.Nesterov,
+		})
+	}
+	return nil, fmt.Errorf("optimizer %q: want adamw, adam or sgd", cfg.Optimizer)
+}
+
+func fingerprints(p map[string]*mx.Array) []string {
+	var out []string
+	for _, n := range sortedNames(p) {
+		out = append(out, fmt.Sprintf("%s%v", n, p[n].Shape()))
+	}
+	return out
+}
+
+func (r *run) resume() error {
+	st, params, opt, err := loadState(r.s.Engine, r.cfg.AdapterPath)
+	if errors.Is(err, errNoState) {
+		fmt.Fprintf(r.log, "resume: nothing to resume in %s; starting from scratch\n", r.cfg.AdapterPath)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if st.FineTuneType != r.state.FineTuneType || fmt.Sprint(st.ParamFingerprints) != fmt.Sprint(r.state.ParamFingerprints) {
+		return fmt.Errorf("resume: the training state in %s is for different parameters (fine_tune_type %s, %d tensors); change adapter_path or match the config", r.cfg.AdapterPath, st.FineTuneType, len(st.ParamFingerprints))
+	}
+	if st.Seed != r.cfg.Seed {
+		return fmt.Errorf("resume: the training state in %s used seed %d, the config says %d", r.cfg.AdapterPath, st.Seed, r.cfg.Seed)
+	}
+	if err := r.params.SetParams(params); err != nil {
+		return fmt.Errorf("resume: %w", err)
+	}
+	if err := r.opt.LoadState(opt, st.OptimizerStep); err != nil {
+		return fmt.Errorf("resume: %w", err)
+	}
+	if err := r.it.Seek(st.Position); err != nil {
+		return fmt.Errorf("resume: %w", err)
+	}
+	r.state = st
+	fmt.Fprintf(r.log, "resume: continuing from step %d in %s\n", st.Step, r.cfg.AdapterPath)
+	return nil
+}
+
+// loop is evaluate → step → report → save, until the last step or a signal.
+func (r *run) loop(ctx context.Context) (*Result, error) {
+	res := &Result{AdapterPath: r.cfg.AdapterPath}
+	if r.state.Step == 0 {
+		if _, err := r.validate(0); err != nil {
+			return nil, err
+		}
+	}
+	var window []float64
+	var windowTokens int64
+	windowStart := time.Now()
+	for r.state.Step < r.total {
+		step := r.state.Step + 1
+		lr := r.sched(step - 1)
+		r.opt.SetLearningRate(lr)
+		loss, tokens, err := r.step(step)
+		if err != nil {
+			return nil, err
+		}
+		if math.IsNaN(loss) || math.IsInf(loss, 0) {
+			return nil, fmt.Errorf("%w at step %d (loss %v); the last good checkpoint is kept in %s", ErrNonFinite, step, loss, r.cfg.AdapterPath)
+		}
+		r.state.Step = step
+		r.state.LearningRate = lr
+		r.state.TrainedTokens += tokens
+		window = append(window, loss)
+		windowTokens += tokens
+		res.FinalLoss = loss
+
+		if step%r.cfg.StepsPerReport == 0 || step == r.total {
+			el := time.Since(windowStart).Seconds()
+			mean := 0.0
+			for _, l := range window {
+				mean += l
+			}
+			mean /= float64(len(window))
+			ips := float64(len(window)) / el
+			r.reporter.Train(TrainReport{
+				Iteration: step, TrainLoss: mean, LearningRate: lr, ItersPerSecond: ips,
+				TokensPerSecond: float64(windowTokens) / el, TrainedTokens: r.state.TrainedTokens,
+				PeakMemory: PeakRSS(), ETASeconds: float64(r.total-step) / ips,
+			})
+			window, windowTokens, windowStart = nil, 0, time.Now()
+		}
+		stop := false
+		if (r.cfg.StepsPerEval > 0 && step%r.cfg.StepsPerEval == 0) || step == r.total {
+			if stop, err = r.validate(step); err != nil {
+				return nil, err
+			}
+			res.StoppedEarly = stop
+		}
+		if (r.cfg.SaveEvery > 0 && step%r.cfg.SaveEvery == 0) || step == r.total || stop {
+			if err := r.save(step, r.cfg.SaveEvery > 0 && step%r.cfg.SaveEvery == 0); err != nil {
+				return nil, err
+			}
+		}
+		if stop {
+			fmt.Fprintf(r.log, "early stopping at step %d: no better val loss in %d evaluations\n", step, r.cfg.EarlyStoppingPatience)
+			break
+		}
+		if ctx.Err() != nil {
+			if err := r.save(step, false); err != nil {
+				return nil, err
+			}
+			fmt.Fprintf(r.log, "interrupted at step %d: checkpoint saved in %s (resume with --resume)\n", step, r.cfg.AdapterPath)
+			return nil, ErrInterrupted
+		}
+	}
+	res.Steps = r.state.Step
+	res.TrainedTokens = r.state.TrainedTokens
+	res.BestValLoss = r.state.BestValLoss
+	if len(r.val) > 0 {
+		v := r.lastVal
+		res.FinalValLoss = &v
+	}
+	return res, nil
+}
+
+// step runs grad_accumulation_steps micro-batches and one optimizer update, returning
+// the mean loss and the number of tokens (prompt + canvas) processed.
+func (r *run) step(step int) (float64, int64, error) {
+	params := r.params.Params()
+	names := sortedNames(params)
+	var acc optim.Params
+	var lossSum float64
+	var tokens int64
+	accum := r.cfg.GradAccumulationSteps
+	for micro := range accum {
+		batch, pos := r.it.Next()
+		r.state.Position = pos
+		examples := make([]objective.Example, len(batch))
+		corr := make([]objective.Corruption, len(batch))
+		for b, p := range batch {
+			examples[b] = objective.Example{Prompt: p.Prompt, Target: p.Target}
+			key := mx.Key(r.s.Engine, DeriveSeed(r.cfg.Seed, seedTrainNoise, uint64(step), uint64(micro), uint64(b)))
+			corr[b] = r.s.Objective.Draw(key, p.Target, r.s.Model.Config.TextConfig.VocabSize)
+			tokens += int64(len(p.Prompt) + len(p.Target))
+		}
+		args := make([]*mx.Array, len(names))
+		for i, n := range names {
+			args[i] = params[n]
+		}
+		vg := mx.ValueAndGrad(func(a []*mx.Array) []*mx.Array {
+			traced := make(map[string]*mx.Array, len(names))
+			for i, n := range names {
+				traced[n] = a[i]
+			}
+			if err := r.params.SetParams(traced); err != nil {
+				panic(err)
+			}
+			terms := make([]objective.Terms, len(examples))
+			for b := range examples {
+				terms[b] = r.s.Objective.ExampleTerms(r.s.Model, examples[b], corr[b])
+			}
+			loss, _ := objective.BatchLoss(terms)
+			return []*mx.Array{loss}
+		})
+		vals, grads := vg(args)
+		if err := r.params.SetParams(params); err != nil {
+			return 0, 0, err
+		}
+		g := optim.Params{}
+		for i, n := range names {
+			g[n] = grads[i]
+		}
+		if acc == nil {
+			acc = g
+		} else {
+			for n := range acc {
+				acc[n] = mx.Add(acc[n], g[n])
+			}
+		}
+		lossSum += vals[0].Item()
+	}
+	if accum > 1 {
+		for n := range acc {
+			acc[n] = mx.DivScalar(acc[n], float64(accum))
+		}
+	}
+	loss := lossSum / float64(accum)
+	if math.IsNaN(loss) || math.IsInf(loss, 0) {
+		return loss, tokens, nil
+	}
+	if r.cfg.GradClip > 0 {
+		acc, _ = optim.ClipGradNorm(acc, r.cfg.GradClip)
+	}
+	updated := r.opt.Update(optim.Params(params), acc)
+	mx.Eval(mapValues(updated)...)
+	if err := r.params.SetParams(updated); err != nil {
+		return 0, 0, err
+	}
+	return loss, tokens, nil
+}
+
+func mapValues(p optim.Params) []*mx.Array {
+	out := make([]*mx.Array, 0, len(p))
+	for _, a := range p {
+		out = append(out, a)
+	}
+	return out
+}
+
+// validate computes the val loss over the whole valid split (or val_batches batches)
+// with a fixed corruption per example, tracks the best and reports whether early
+// stopping should happen.
+func (r *run) validate(step int) (bool, error) {
+	if len(r.val) == 0 {
+		return false, nil
+	}
+	start := time.Now()
+	n := len(r.val)
+	if r.cfg.ValBatches > 0 {
+		n = min(n, r.cfg.ValBatches*r.cfg.BatchSize)
+	}
+	loss := ValidationLoss(r.s, r.val[:n], r.cfg.Seed)
+	r.lastVal = loss
+	r.reporter.Val(ValReport{Iteration: step, ValLoss: loss, Examples: n, Seconds: time.Since(start).Seconds()})
+	if math.IsNaN(loss) || math.IsInf(loss, 0) {
+		return false, fmt.Errorf("%w: validation loss %v at step %d", ErrNonFinite, loss, step)
+	}
+	if r.state.BestValLoss == nil || loss < *r.state.BestValLoss {
+		best := loss
+		r.state.BestValLoss = &best
+		r.state.EvalsSinceBest = 0
+		if step > 0 {
+			if err := r.saveWeights(filepath.Join(r.cfg.AdapterPath, BestAdapterFile)); err != nil {
+				return false, err
+			}
+		}
+		return false, nil
+	}
+	r.state.EvalsSinceBest++
+	return r.cfg.EarlyStoppingPatience > 0 && r.state.EvalsSinceBest >= r.cfg.EarlyStoppingPatience, nil
+}
+
+// ValidationLoss is the token-weighted denoising loss over pairs, each corrupted by a
+// key derived from its index only, so the number is comparable across steps and runs.
+func ValidationLoss(s *Session, pairs []data.Pair, seed uint64) float64 {
+	var sum, count float64
+	vocab := s.Model.Config.TextConfig.VocabSize
+	for i, p := range pairs {
+		key := mx.Key(s.Engine, DeriveSeed(seed, seedValNoise, uint64(p.Index), uint64(i)))
+		c := s.Objective.Draw(key, p.Target, vocab)
+		var t objective.Terms
+		mx.Tidy(s.Engine, func() []*mx.Array {
+			t = s.Objective.ExampleTerms(s.Model, objective.Example{Prompt: p.Prompt, Target: p.Target}, c)
+			sum += t.Sum.Item() * t.Scale
+			return nil
+		})
+		count += t.Count
+	}
+	return sum / max(count, 1)
+}
+
+// save writes the latest weights, a numbered copy when asked, and the training state.
+func (r *run) save(step int, numbered bool) error {
+	dir := r.cfg.AdapterPath
+	if err := r.saveWeights(filepath.Join(dir, r.weightsFile())); err != nil {
+		return err
+	}
+	if numbered {
+		if err := r.saveWeights(filepath.Join(dir, fmt.Sprintf("%07d_%s", step, r.weightsFile()))); err != nil {
+			return err
+		}
+	}
+	r.state.OptimizerStep = r.opt.Step()
+	return saveState(dir, r.state, r.params.Params(), r.opt.State())
+}
+
+func (r *run) weightsFile() string {
+	if r.cfg.FineTuneType == "full" {
+		return FullWeightsFile
+	}
+	return AdapterFile
+}
+
+// saveWeights writes the trained arrays. A full fine-tune writes a complete checkpoint
+// (config, generation config and tokenizer copied), loadable as a base model.
+func (r *run) saveWeights(path string) error {
+	params := r.params.Params()
+	if r.cfg.FineTuneType == "full" {
+		if err := copyCheckpointFiles(r.cfg.Model, filepath.Dir(path)); err != nil {
+			return err
+		}
+	}
+	if err := mx.SaveSafetensors(path, params, map[string]string{"format": "mlx"}); err != nil {
+		return fmt.Errorf("save %s: %w", path, err)
+	}
+	return nil
+}
+
+// copyCheckpointFiles copies the base checkpoint's non-weight files next to full
+// fine-tuned weights.
+func copyCheckpointFiles(from, to string) error {
+	for _, name := range []string{"config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json"} {
+		b, err := os.ReadFile(filepath.Join(from, name))
+		if os.IsNotExist(err) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if err := writeFileAtomic(filepath.Join(to, name), b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (r *run) writeAdapterConfig() error {
+	return writeAdapterConfig(r.cfg)
+}

@@ -1,0 +1,190 @@
+package train
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+)
+
+// TrainReport summarises the steps since the previous report.
+type TrainReport struct {
+	Iteration       int     `json:"iteration"`
+	TrainLoss       float64 `json:"train_loss"`
+	LearningRate    float64 `json:"learning_rate"`
+	ItersPerSecond  float64 `json:"iterations_per_second"`
+	TokensPerSecond float64 `json:"tokens_per_second"`
+	TrainedTokens   int64   `json:"trained_tokens"`
+	PeakMemory      int64   `json:"peak_memory_bytes"`
+	ETASeconds      float64 `json:"eta_seconds"`
+}
+
+// ValReport is one validation pass.
+type ValReport struct {
+	Iteration int     `json:"iteration"`
+	ValLoss   float64 `json:"val_loss"`
+	Examples  int     `json:"examples"`
+	Seconds   float64 `json:"seconds"`
+}
+
+// Reporter receives reports; reporters chain.
+type Reporter interface {
+	Train(TrainReport)
+	Val(ValReport)
+	Close()
+}
+
+// multiReporter fans out to several reporters.
+type multiReporter []Reporter
+
+func (m multiReporter) Train(r TrainReport) {
+	for _, x := range m {
+		x.Train(r)
+	}
+}
+func (m multiReporter) Val(r ValReport) {
+	for _, x := range m {
+		x.Val(r)
+	}
+}
+func (m multiReporter) Close() {
+	for _, x := range m {
+		x.Close()
+	}
+}
+
+// jsonlReporter appends one JSON line per event to metrics.jsonl.
+type jsonlReporter struct {
+	f *os.File
+}
+
+func newJSONLReporter(path string) (*jsonlReporter, error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("metrics: %w", err)
+	}
+	return &jsonlReporter{f: f}, nil
+}
+
+func (j *jsonlReporter) write(kind string, v any) {
+	b, _ := json.Marshal(v)
+	line := `{"event":"` + kind + `",` + string(b[1:])
+	fmt.Fprintln(j.f, line)
+	j.f.Sync()
+}
+func (j *jsonlReporter) Train(r TrainReport) { j.write("train", r) }
+func (j *jsonlReporter) Val(r ValReport)     { j.write("val", r) }
+func (j *jsonlReporter) Close()              { j.f.Close() }
+
+// truncateMetrics drops events after step, so a resumed run does not repeat lines.
+func truncateMetrics(path string, step int) error {
+	b, err := os.ReadFile(path)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var keep []string
+	for _, line := range strings.Split(strings.TrimRight(string(b), "\n"), "\n") {
+		if line == "" {
+			continue
+		}
+		var ev struct {
+			Iteration int `json:"iteration"`
+		}
+		if json.Unmarshal([]byte(line), &ev) == nil && ev.Iteration <= step {
+			keep = append(keep, line)
+		}
+	}
+	out := strings.Join(keep, "\n")
+	if out != "" {
+		out += "\n"
+	}
+	return writeFileAtomic(path, []byte(out))
+}
+
+// consoleReporter draws a progress bar on a terminal, or prints plain lines.
+type consoleReporter struct {
+	w     io.Writer
+	bar   *progressbar.ProgressBar
+	total int
+	last  TrainReport
+}
+
+func newConsoleReporter(w io.Writer, tty bool, start, total int) *consoleReporter {
+	c := &consoleReporter{w: w, total: total}
+	if tty {
+		c.bar = progressbar.NewOptions(total,
+			progressbar.OptionSetWriter(w),
+			progressbar.OptionSetDescription("train"),
+			progressbar.OptionShowCount(),
+			progressbar.OptionSetWidth(24),
+			progressbar.OptionThrottle(100*time.Millisecond),
+			progressbar.OptionClearOnFinish(),
+		)
+		c.bar.Set(start)
+	}
+	return c
+}
+
+func (c *consoleReporter) Train(r TrainReport) {
+	c.last = r
+	line := fmt.Sprintf("iter %d/%d  loss %.4f  lr %.3g  %.2f it/s  %.0f tok/s  peak %s  eta %s",
+		r.Iteration, c.total, r.TrainLoss, r.LearningRate, r.ItersPerSecond, r.TokensPerSecond,
+		humanBytes(r.PeakMemory), (time.Duration(r.ETASeconds) * time.Second).String())
+	if c.bar != nil {
+		c.bar.Describe(fmt.Sprintf("loss %.4f lr %.2g %.0f tok/s peak %s", r.TrainLoss, r.LearningRate, r.TokensPerSecond, humanBytes(r.PeakMemory)))
+		c.bar.Set(r.Iteration)
+		return
+	}
+	fmt.Fprintln(c.w, line)
+}
+
+func (c *consoleReporter) Val(r ValReport) {
+	line := fmt.Sprintf("iter %d: val loss %.4f (%d examples, %.1fs)", r.Iteration, r.ValLoss, r.Examples, r.Seconds)
+	if c.bar != nil {
+		c.bar.Clear()
+	}
+	fmt.Fprintln(c.w, line)
+}
+
+func (c *consoleReporter) Close() {
+	if c.bar != nil {
+		c.bar.Finish()
+		fmt.Fprintln(c.w)
+	}
+}
+
+func humanBytes(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return strconv.FormatFloat(float64(n)/(1<<30), 'f', 2, 64) + "GiB"
+	case n >= 1<<20:
+		return strconv.FormatFloat(float64(n)/(1<<20), 'f', 1, 64) + "MiB"
+	}
+	return strconv.FormatInt(n>>10, 10) + "KiB"
+}
+
+// PeakRSS reads the process's peak resident set size (VmHWM) on Linux; 0 elsewhere.
+func PeakRSS() int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			f := strings.Fields(rest)
+			if len(f) > 0 {
+				kb, _ := strconv.ParseInt(f[0], 10, 64)
+				return kb << 10
+			}
+		}
+	}
+	return 0
+}

@@ -1,0 +1,96 @@
+package train
+
+import (
+	"encoding/json"
+	"path/filepath"
+
+	"github.com/dgtune/dgtune/config"
+	"gopkg.in/yaml.v3"
+)
+
+// Purposes of derived seeds: every random stream of a run has its own.
+const (
+	seedLoRAInit uint64 = iota + 1
+	seedShuffle
+	seedTrainNoise
+	seedValNoise
+)
+
+// DeriveSeed mixes parts into one 64-bit seed with SplitMix64's finaliser, so that
+// neighbouring (step, example) pairs get unrelated keys.
+func DeriveSeed(parts ...uint64) uint64 {
+	h := uint64(0x9e3779b97f4a7c15)
+	for _, p := range parts {
+		h ^= p + 0x9e3779b97f4a7c15 + (h << 6) + (h >> 2)
+		h = mix64(h)
+	}
+	return h
+}
+
+func mix64(z uint64) uint64 {
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
+	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
+	return z ^ (z >> 31)
+}
+
+// FormatConfig renders the resolved configuration as YAML.
+func FormatConfig(c config.Config) string {
+	b, err := yaml.Marshal(toMap(c))
+	if err != nil {
+		return err.Error() + "\n"
+	}
+	return string(b)
+}
+
+// toMap turns the config into the key layout of the YAML file.
+func toMap(c config.Config) map[string]any {
+	out := map[string]any{}
+	for _, k := range config.Keys() {
+		v := config.Get(c, k)
+		m := out
+		parts := splitKey(k)
+		for _, p := range parts[:len(parts)-1] {
+			sub, ok := m[p].(map[string]any)
+			if !ok {
+				sub = map[string]any{}
+				m[p] = sub
+			}
+			m = sub
+		}
+		m[parts[len(parts)-1]] = v
+	}
+	return out
+}
+
+func splitKey(k string) []string {
+	var out []string
+	start := 0
+	for i := range len(k) {
+		if k[i] == '.' {
+			out = append(out, k[start:i])
+			start = i + 1
+		}
+	}
+	return append(out, k[start:])
+}
+
+// writeAdapterConfig writes adapter_config.json: mlx-lm/optiq's fields plus the whole
+// resolved training config under "training".
+func writeAdapterConfig(c config.Config) error {
+	ac := map[string]any{
+		"fine_tune_type": c.FineTuneType,
+		"model_type":     "diffusion_gemma",
+		"base_model":     c.Model,
+		"num_layers":     c.NumLayers,
+		"lora_parameters": map[string]any{
+			"rank": c.LoRAParameters.Rank, "scale": c.LoRAParameters.Scale,
+			"dropout": c.LoRAParameters.Dropout, "keys": c.LoRAParameters.Keys,
+		},
+		"training": toMap(c),
+	}
+	b, err := json.MarshalIndent(ac, "", "  ")
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(filepath.Join(c.AdapterPath, AdapterConfig), append(b, '\n'))
+}

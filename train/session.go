@@ -1,0 +1,147 @@
+package train
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/dgtune/dgtune/config"
+	"github.com/dgtune/dgtune/data"
+	"github.com/dgtune/dgtune/data/chat"
+	dg "github.com/dgtune/dgtune/model/diffusiongemma"
+	"github.com/dgtune/dgtune/mx"
+	_ "github.com/dgtune/dgtune/mx/engines"
+	"github.com/dgtune/dgtune/objective"
+	"github.com/dgtune/dgtune/tokenizer"
+)
+
+// Session is everything a run needs, loaded and checked before the first step.
+type Session struct {
+	Config    config.Config
+	Engine    mx.Engine
+	Model     *dg.Model
+	Tokenizer *tokenizer.Tokenizer
+	Objective objective.Objective
+	Dataset   *data.Dataset
+	Encoder   data.Encoder
+}
+
+// Open loads the model, tokenizer and data named by cfg.
+func Open(cfg config.Config) (*Session, error) {
+	if cfg.Model == "" {
+		return nil, fmt.Errorf("no model: set model in the config or pass --model")
+	}
+	e, err := mx.Open(cfg.Backend)
+	if err != nil {
+		return nil, err
+	}
+	m, err := dg.Load(e, cfg.Model, dg.LoadOptions{})
+	if err != nil {
+		return nil, err
+	}
+	tok, err := tokenizer.Load(filepath.Join(cfg.Model, "tokenizer.json"))
+	if err != nil {
+		return nil, fmt.Errorf("load tokenizer: %w", err)
+	}
+	s := &Session{Config: cfg, Engine: e, Model: m, Tokenizer: tok}
+	s.Objective, err = ObjectiveFor(cfg, m.Config)
+	if err != nil {
+		return nil, err
+	}
+	s.Encoder, err = NewEncoder(cfg, tok, m.Config)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// LoadData reads the data directory named by the config.
+func (s *Session) LoadData() error {
+	if s.Config.Data == "" {
+		return fmt.Errorf("no data: set data in the config or pass --data")
+	}
+	if st, err := os.Stat(s.Config.Data); err != nil || !st.IsDir() {
+		return fmt.Errorf("data directory %q: not found", s.Config.Data)
+	}
+	ds, err := data.LoadDir(s.Config.Data, DataOptions(s.Config))
+	if err != nil {
+		return err
+	}
+	s.Dataset = ds
+	return nil
+}
+
+// DataOptions maps the config's feature names onto the reader's options.
+func DataOptions(c config.Config) data.Options {
+	return data.Options{
+		PromptFeature: c.PromptFeature, CompletionFeature: c.CompletionFeature,
+		TextFeature: c.TextFeature, ChatFeature: c.ChatFeature, SkipBadRows: c.SkipBadRows,
+	}
+}
+
+// Pairs tokenizes a split.
+func (s *Session) Pairs(split *data.Split) ([]data.Pair, error) {
+	pairs, _, err := data.Tokenize(split, s.Encoder, DataOptions(s.Config))
+	return pairs, err
+}
+
+// ObjectiveFor resolves the loss options, taking t_min/t_max from the checkpoint's
+// generation config when the config leaves them at -1.
+func ObjectiveFor(c config.Config, mc *dg.Config) (objective.Objective, error) {
+	tMin, tMax := 0.4, 0.8
+	if mc.GenerationConfig != nil {
+		tMin, tMax = mc.GenerationConfig.TemperatureRange()
+	}
+	if c.TMin >= 0 {
+		tMin = c.TMin
+	}
+	if c.TMax >= 0 {
+		tMax = c.TMax
+	}
+	o := objective.Objective{TMin: tMin, TMax: tMax, Positions: objective.Positions(c.LossPositions), Weighting: objective.Weighting(c.Weighting)}
+	return o, o.Validate()
+}
+
+// NewEncoder returns the function that turns an example into (prompt, target) ids:
+// the chat template with the generation prompt for the prompt, the bare completion
+// (truncated to max_canvas) for the target, optionally followed by <turn|> and EOS
+// filling the canvas (eos_fill).
+func NewEncoder(c config.Config, tok *tokenizer.Tokenizer, mc *dg.Config) (data.Encoder, error) {
+	var turnEnd, eos int32 = -1, -1
+	if c.EOSFill {
+		var ok bool
+		if turnEnd, ok = tok.TokenID("<turn|>"); !ok {
+			return nil, fmt.Errorf("eos_fill: tokenizer has no <turn|> token")
+		}
+		eos = int32(mc.TextConfig.EOSTokenID[0])
+		if id, ok := tok.TokenID("<eos>"); ok {
+			eos = id
+		}
+	}
+	return func(ex data.Example) ([]int32, []int32, error) {
+		msgs := ex.Prompt
+		if len(msgs) == 0 {
+			msgs = []chat.Message{{Role: "user", Content: ""}}
+		}
+		prompt, err := chat.EncodePrompt(tok, msgs, true)
+		if err != nil {
+			return nil, nil, err
+		}
+		if c.MaxPrompt > 0 && len(prompt) > c.MaxPrompt {
+			prompt = prompt[len(prompt)-c.MaxPrompt:]
+		}
+		target := tok.Encode(ex.Completion)
+		if len(target) > c.MaxCanvas {
+			target = target[:c.MaxCanvas]
+		}
+		if c.EOSFill {
+			if len(target) < c.MaxCanvas {
+				target = append(target, turnEnd)
+			}
+			for len(target) < c.MaxCanvas {
+				target = append(target, eos)
+			}
+		}
+		return prompt, target, nil
+	}, nil
+}

@@ -1,0 +1,71 @@
+package train
+
+import (
+	"fmt"
+	"sort"
+
+	dg "github.com/dgtune/dgtune/model/diffusiongemma"
+	"github.com/dgtune/dgtune/mx"
+)
+
+// trainable is the set of arrays a run optimises: LoRA A/B matrices, or the model's
+// own unquantized tensors for fine_tune_type full.
+type trainable interface {
+	Params() map[string]*mx.Array
+	// SetParams installs arrays (possibly traced ones, inside ValueAndGrad) by name.
+	SetParams(map[string]*mx.Array) error
+}
+
+// fullParams trains every unquantized float tensor of the model in place.
+type fullParams struct {
+	slots map[string]**mx.Array
+}
+
+func newFullParams(m *dg.Model) (*fullParams, error) {
+	ck := m.Embed.Quant != nil
+	for _, l := range m.Layers {
+		if _, q := l.Q.(*dg.Quantized); q {
+			ck = true
+		}
+	}
+	if ck {
+		return nil, fmt.Errorf("fine_tune_type full needs an unquantized model; this one is quantized (use lora)")
+	}
+	return &fullParams{slots: m.DenseTensors()}, nil
+}
+
+func (f *fullParams) Params() map[string]*mx.Array {
+	out := make(map[string]*mx.Array, len(f.slots))
+	for n, p := range f.slots {
+		out[n] = *p
+	}
+	return out
+}
+
+func (f *fullParams) SetParams(p map[string]*mx.Array) error {
+	for n, a := range p {
+		slot, ok := f.slots[n]
+		if !ok {
+			return fmt.Errorf("full fine-tune: unknown tensor %q", n)
+		}
+		*slot = a
+	}
+	return nil
+}
+
+func sortedNames(p map[string]*mx.Array) []string {
+	names := make([]string, 0, len(p))
+	for n := range p {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+func countParams(p map[string]*mx.Array) int64 {
+	var n int64
+	for _, a := range p {
+		n += int64(a.Size())
+	}
+	return n
+}
