@@ -16,6 +16,7 @@ func mkmodelCommand() *cobra.Command {
 	var preset, bits, tok, out, corpus, backend string
 	var seed uint64
 	var verbose bool
+	var window, layers, canvas int
 	cmd := &cobra.Command{
 		Use:   "mkmodel --preset tiny|small|bench|real --seed N [--bits 0|4|8|mixed] [--tokenizer bpe|bytes] --out DIR",
 		Short: "Write a synthetic DiffusionGemma checkpoint in the MLX layout",
@@ -29,6 +30,9 @@ func mkmodelCommand() *cobra.Command {
 			}
 			cfg, err := dg.Preset(preset)
 			if err != nil {
+				return err
+			}
+			if err := overrideGeometry(cfg, window, layers, canvas); err != nil {
 				return err
 			}
 			total, active := dg.CountParams(cfg)
@@ -86,5 +90,27 @@ func mkmodelCommand() *cobra.Command {
 	f.StringVar(&out, "out", "", "output directory")
 	f.StringVar(&backend, "backend", "go", "engine used to quantize")
 	f.BoolVar(&verbose, "verbose", false, "list every tensor and its logical shape")
+	f.IntVar(&window, "sliding-window", 0, "override the preset's sliding_window")
+	f.IntVar(&layers, "layers", 0, "override the preset's num_hidden_layers (layer pattern [sliding×5, full], last full)")
+	f.IntVar(&canvas, "canvas", 0, "override the preset's canvas_length")
 	return cmd
+}
+
+// overrideGeometry applies mkmodel's geometry flags (0 = keep the preset's value).
+func overrideGeometry(cfg *dg.Config, window, layers, canvas int) error {
+	t := &cfg.TextConfig
+	if window > 0 {
+		t.SlidingWindow = window
+	}
+	if layers > 0 {
+		t.NumHiddenLayers = layers
+		t.LayerTypes = dg.DefaultLayerTypes(layers)
+	}
+	if canvas > 0 {
+		cfg.CanvasLength = canvas
+	}
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("geometry overrides: %w", err)
+	}
+	return nil
 }
