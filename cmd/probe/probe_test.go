@@ -1,0 +1,231 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/dgtune/dgtune/internal/cli"
+	"github.com/dgtune/dgtune/lora"
+	dg "github.com/dgtune/dgtune/model/diffusiongemma"
+	"github.com/dgtune/dgtune/mx"
+	"github.com/dgtune/dgtune/mx/mxtest"
+)
+
+// probe runs the command in-process and returns stdout, stderr and the exit code.
+func probe(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := cli.Main(newCommand(), args, &out, &errb)
+	return out.String(), errb.String(), code
+}
+
+func mustProbe(t *testing.T, args ...string) string {
+	t.Helper()
+	out, errs, code := probe(t, args...)
+	if code != 0 {
+		t.Fatalf("probe %s: exit %d: %s", strings.Join(args, " "), code, errs)
+	}
+	return out
+}
+
+func TestMkmodelReal(t *testing.T) {
+	dir := t.TempDir()
+	out := mustProbe(t, "mkmodel", "--preset", "real", "--out", dir)
+	// Counts from CountParams on the real geometry (tensors_test.go derives them).
+	if !strings.Contains(out, "25250986812 parameters") || !strings.Contains(out, "3840375612 active per token") {
+		t.Fatalf("output %q lacks the real parameter counts", out)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "model.safetensors")); !os.IsNotExist(err) {
+		t.Fatalf("real preset wrote weights (stat err %v)", err)
+	}
+	if _, err := dg.LoadConfig(dir); err != nil {
+		t.Fatalf("written config does not load: %v", err)
+	}
+}
+
+func TestMkmodelTokenizeTemplate(t *testing.T) {
+	dir := t.TempDir()
+	mustProbe(t, "mkmodel", "--preset", "tiny", "--seed", "3", "--bits", "4", "--out", dir)
+	e := mxtest.Go(t)
+	if _, err := dg.Load(e, dir, dg.LoadOptions{}); err != nil {
+		t.Fatalf("mkmodel checkpoint does not load: %v", err)
+	}
+	// Byte fallback: "é" is not in the tiny vocabulary's merges, so it encodes as bytes
+	// 0xC3 0xA9 → ids 108+0xC3, 108+0xA9 (the synthetic layout puts <0x00> at 108).
+	var ids []int32
+	if err := json.Unmarshal([]byte(mustProbe(t, "tokenize", "--model", dir, "--text", "é")), &ids); err != nil {
+		t.Fatal(err)
+	}
+	if len(ids) != 2 || ids[0] != 108+0xC3 || ids[1] != 108+0xA9 {
+		t.Fatalf("tokenize é = %v, want [%d %d]", ids, 108+0xC3, 108+0xA9)
+	}
+	if got := strings.TrimSpace(mustProbe(t, "tokenize", "--model", dir, "--ids", "175,172")); got != "C@" {
+		t.Fatalf("decode = %q, want %q", got, "C@") // 175-108 = 0x43 'C', 172-108 = 0x40 '@'
+	}
+	msgs := filepath.Join(t.TempDir(), "m.json")
+	os.WriteFile(msgs, []byte(`[{"role":"user","content":"hi"}]`), 0o644)
+	if err := json.Unmarshal([]byte(mustProbe(t, "template", "--model", dir, "--messages", msgs, "--generation-prompt")), &ids); err != nil {
+		t.Fatal(err)
+	}
+	// <bos> <|turn> user \n hi <turn|> \n <|turn> model \n <|channel> thought \n <channel|>
+	if ids[0] != 2 || ids[1] != 105 || ids[len(ids)-1] != 101 {
+		t.Fatalf("template ids %v: want to start 2, 105 and end with 101", ids)
+	}
+}
+
+func TestForwardContract(t *testing.T) {
+	e := mxtest.Go(t)
+	dir := t.TempDir()
+	mustProbe(t, "mkmodel", "--preset", "tiny", "--seed", "5", "--out", dir)
+	m, err := dg.Load(e, dir, dg.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := lora.Attach(m, lora.Config{Rank: 2, Scale: 4}, 9)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A non-zero B so the adapter's gradients are not trivially zero for A.
+	p := a.Params()
+	for n, v := range p {
+		if strings.HasSuffix(n, ".lora_b") {
+			p[n] = mx.MulScalar(mx.AddScalar(mx.ZerosLike(v), 0.01), 1)
+		}
+	}
+	if err := a.SetParams(p); err != nil {
+		t.Fatal(err)
+	}
+	adir := t.TempDir()
+	if err := lora.Save(adir, a, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := lora.WriteConfig(adir, lora.NewAdapterConfig(a.Config(), dir)); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "f.safetensors")
+	mustProbe(t, "forward", "--model", dir, "--prompt", "2,105,7,8", "--canvas", "5,9,300,4", "--adapter", adir,
+		"--target", "6,9,301,1", "--corrupt", "1,0,1,1", "--backend", "go", "--out", out)
+	got, _, err := mx.LoadSafetensors(e, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := got["logits"].Shape(); len(s) != 3 || s[0] != 1 || s[1] != 4 || s[2] != 512 || got["logits"].DType() != mx.Float32 {
+		t.Fatalf("logits %v %s, want [1 4 512] float32", s, got["logits"].DType())
+	}
+	if s := got["loss"].Shape(); len(s) != 1 || s[0] != 1 {
+		t.Fatalf("loss shape %v, want [1]", s)
+	}
+	// Every adapter tensor has a gradient of its own shape, and the loss is the mean CE
+	// over the 3 corrupted positions, recomputed here from the dumped logits.
+	for n, v := range a.Params() {
+		g, ok := got["grad."+n]
+		if !ok || !equal(g.Shape(), v.Shape()) {
+			t.Fatalf("grad.%s missing or misshapen", n)
+		}
+	}
+	lv := got["logits"].Float32s()
+	want := 0.0
+	for i, tgt := range []int{6, 9, 301, 1} {
+		if i == 1 {
+			continue // not corrupted
+		}
+		row := lv[i*512 : (i+1)*512]
+		mx_ := float64(row[0])
+		for _, x := range row {
+			mx_ = max(mx_, float64(x))
+		}
+		s := 0.0
+		for _, x := range row {
+			s += exp(float64(x) - mx_)
+		}
+		want += mx_ + log(s) - float64(row[tgt])
+	}
+	want /= 3
+	if d := got["loss"].Item() - want; d > 1e-4 || d < -1e-4 {
+		t.Fatalf("loss %v, recomputed %v", got["loss"].Item(), want)
+	}
+}
+
+func TestForwardBadInput(t *testing.T) {
+	dir := t.TempDir()
+	mustProbe(t, "mkmodel", "--preset", "tiny", "--out", dir)
+	out := filepath.Join(t.TempDir(), "f.safetensors")
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--canvas", "1,x"}, `"x" is not an integer`},
+		{[]string{"--canvas", "1,999"}, "out of range"},
+		{[]string{"--canvas", "1,2", "--target", "1", "--corrupt", "1,0"}, "must match the canvas"},
+		{[]string{"--canvas", "1,2", "--target", "1,2", "--corrupt", "1,2"}, "want 0 or 1"},
+		{[]string{"--canvas", ""}, "at least one id"},
+	}
+	for _, c := range cases {
+		args := append([]string{"forward", "--model", dir, "--prompt", "2", "--out", out}, c.args...)
+		_, errs, code := probe(t, args...)
+		if code != 1 || !strings.Contains(errs, c.want) || strings.Count(strings.TrimSpace(errs), "\n") != 0 {
+			t.Errorf("probe %v: exit %d, stderr %q; want exit 1 and one line containing %q", c.args, code, errs, c.want)
+		}
+		if _, err := os.Stat(out); !os.IsNotExist(err) {
+			t.Errorf("probe %v wrote %s", c.args, out)
+		}
+	}
+}
+
+func TestBenchJSON(t *testing.T) {
+	dir := t.TempDir()
+	mustProbe(t, "mkmodel", "--preset", "tiny", "--out", dir)
+	out := mustProbe(t, "bench", "--model", dir, "--prompt-len", "8", "--canvas-len", "8", "--steps", "2", "--backend", "go", "--rank", "4", "--json")
+	var r map[string]any
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("bench output %q is not JSON: %v", out, err)
+	}
+	for _, k := range []string{"tokens_per_sec", "ms_per_step", "peak_rss_bytes", "trainable_params", "backend"} {
+		if _, ok := r[k]; !ok {
+			t.Errorf("bench JSON lacks %q", k)
+		}
+	}
+	// Rank 4 on the tiny model, Σ 4·(in+out): the sliding layer's q 64+64, k 64+32, v 64+32,
+	// o 64+64, gate/up/down 3·(64+128) = 1024; the full layer's q 64+128, k 64+32, o 128+64,
+	// gate/up/down 576 = 1056; 4·(1024+1056) = 8320.
+	if r["trainable_params"].(float64) != 8320 || r["backend"] != "go" {
+		t.Errorf("trainable_params %v backend %v, want 8320 go", r["trainable_params"], r["backend"])
+	}
+}
+
+func TestMkdataDeterministic(t *testing.T) {
+	a, b := t.TempDir(), t.TempDir()
+	mustProbe(t, "mkdata", "--task", "shift", "--seed", "4", "--train", "5", "--valid", "2", "--test", "2", "--out", a)
+	mustProbe(t, "mkdata", "--task", "shift", "--seed", "4", "--train", "5", "--valid", "2", "--test", "2", "--out", b)
+	x, _ := os.ReadFile(filepath.Join(a, "train.jsonl"))
+	y, _ := os.ReadFile(filepath.Join(b, "train.jsonl"))
+	if !bytes.Equal(x, y) || len(x) == 0 {
+		t.Fatal("same seed gave different data")
+	}
+	var row struct{ Prompt, Completion string }
+	json.Unmarshal(bytes.SplitN(x, []byte("\n"), 2)[0], &row)
+	// shift maps each letter of the word after "shift: " to the next letter (h wraps to a).
+	word := strings.TrimPrefix(row.Prompt, "shift: ")
+	for i := range word {
+		want := "abcdefgh"[(strings.IndexByte("abcdefgh", word[i])+1)%8]
+		if row.Completion[i] != want {
+			t.Fatalf("shift(%q) = %q", word, row.Completion)
+		}
+	}
+}
+
+func equal(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
