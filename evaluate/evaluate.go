@@ -58,6 +58,10 @@ type Evaluator struct {
 	Config  config.Config
 	Cases   []Case
 	Log     io.Writer
+	// OnCorruption, when set, sees every corrupted canvas Run scores (run label, noise
+	// level, case) before the model does: the seam that lets a test check that base and
+	// adapter are scored on identical corruptions.
+	OnCorruption func(label string, t float64, c Case, corr objective.Corruption)
 }
 
 // Cases tokenizes a split into evaluation cases (at most max when max > 0).
@@ -89,12 +93,19 @@ func (ev *Evaluator) Run(label string, generate bool) (*Metrics, error) {
 	m := ev.Session.Model
 	e := ev.Session.Engine
 	vocab := m.Config.TextConfig.VocabSize
+	log := ev.Log
+	if log == nil {
+		log = io.Discard
+	}
 	res := &Metrics{Loss: map[string]float64{}, Accuracy: map[string]float64{}}
 	for li, t := range ev.Config.Eval.NoiseLevels {
 		var lossSum, count, correct float64
 		for i, c := range ev.Cases {
 			key := mx.Key(e, train.DeriveSeed(ev.Config.Seed, seedNoise, uint64(li), uint64(c.Index), uint64(i)))
 			corr := objective.CorruptAt(key, c.Target, t, vocab)
+			if ev.OnCorruption != nil {
+				ev.OnCorruption(label, t, c, corr)
+			}
 			ls, n, ok := scoreCorruption(m, c, corr)
 			lossSum += ls
 			count += n
@@ -102,7 +113,7 @@ func (ev *Evaluator) Run(label string, generate bool) (*Metrics, error) {
 		}
 		res.Loss[levelKey(t)] = lossSum / math.Max(count, 1)
 		res.Accuracy[levelKey(t)] = correct / math.Max(count, 1)
-		fmt.Fprintf(ev.Log, "%s: t=%g loss %.4f accuracy %.3f\n", label, t, res.Loss[levelKey(t)], res.Accuracy[levelKey(t)])
+		fmt.Fprintf(log, "%s: t=%g loss %.4f accuracy %.3f\n", label, t, res.Loss[levelKey(t)], res.Accuracy[levelKey(t)])
 	}
 	if !generate {
 		return res, nil
@@ -132,7 +143,7 @@ func (ev *Evaluator) Run(label string, generate bool) (*Metrics, error) {
 	em, f1, steps = em/n, f1/n, steps/n
 	tps := float64(genTokens) / math.Max(time.Since(start).Seconds(), 1e-9)
 	res.ExactMatch, res.TokenF1, res.MeanSteps, res.TokensPerS = &em, &f1, &steps, &tps
-	fmt.Fprintf(ev.Log, "%s: exact match %.3f, token F1 %.3f, %.1f steps, %.1f tokens/s\n", label, em, f1, steps, tps)
+	fmt.Fprintf(log, "%s: exact match %.3f, token F1 %.3f, %.1f steps, %.1f tokens/s\n", label, em, f1, steps, tps)
 	return res, nil
 }
 

@@ -225,7 +225,10 @@ func (r *run) loop(ctx context.Context) (*Result, error) {
 			return nil, err
 		}
 	}
-	var window []float64
+	// The losses since the last report live in the state, so that a report after a
+	// resume averages the same steps as an uninterrupted run; the rates only time the
+	// steps of this process.
+	var timedSteps int
 	var windowTokens int64
 	windowStart := time.Now()
 	for r.state.Step < r.total {
@@ -242,24 +245,25 @@ func (r *run) loop(ctx context.Context) (*Result, error) {
 		r.state.Step = step
 		r.state.LearningRate = lr
 		r.state.TrainedTokens += tokens
-		window = append(window, loss)
+		r.state.Window = append(r.state.Window, loss)
+		timedSteps++
 		windowTokens += tokens
 		res.FinalLoss = loss
 
 		if step%r.cfg.StepsPerReport == 0 || step == r.total {
 			el := time.Since(windowStart).Seconds()
 			mean := 0.0
-			for _, l := range window {
+			for _, l := range r.state.Window {
 				mean += l
 			}
-			mean /= float64(len(window))
-			ips := float64(len(window)) / el
+			mean /= float64(len(r.state.Window))
+			ips := float64(timedSteps) / el
 			r.reporter.Train(TrainReport{
 				Iteration: step, TrainLoss: mean, LearningRate: lr, ItersPerSecond: ips,
 				TokensPerSecond: float64(windowTokens) / el, TrainedTokens: r.state.TrainedTokens,
 				PeakMemory: PeakRSS(), ETASeconds: float64(r.total-step) / ips,
 			})
-			window, windowTokens, windowStart = nil, 0, time.Now()
+			r.state.Window, timedSteps, windowTokens, windowStart = nil, 0, 0, time.Now()
 		}
 		stop := false
 		if (r.cfg.StepsPerEval > 0 && step%r.cfg.StepsPerEval == 0) || step == r.total {
@@ -300,7 +304,8 @@ func (r *run) loop(ctx context.Context) (*Result, error) {
 func (r *run) step(step int) (float64, int64, error) {
 	params := r.params.Params()
 	names := sortedNames(params)
-	var acc optim.Params
+	var acc optim.Accumulator
+	defer acc.Reset()
 	var lossSum float64
 	var tokens int64
 	accum := r.cfg.GradAccumulationSteps
@@ -319,6 +324,13 @@ func (r *run) step(step int) (float64, int64, error) {
 		for i, n := range names {
 			args[i] = params[n]
 		}
+		// LoRA dropout is on only inside the gradient pass (validation runs without it),
+		// with masks keyed by (seed, step, micro-batch) so a resumed run replays them.
+		a, dropout := r.params.(*lora.Adapter)
+		dropout = dropout && r.cfg.LoRAParameters.Dropout > 0
+		if dropout {
+			a.SetTraining(mx.Key(r.s.Engine, DeriveSeed(r.cfg.Seed, seedDropout, uint64(step), uint64(micro))))
+		}
 		vg := mx.ValueAndGrad(func(a []*mx.Array) []*mx.Array {
 			traced := make(map[string]*mx.Array, len(names))
 			for i, n := range names {
@@ -335,6 +347,9 @@ func (r *run) step(step int) (float64, int64, error) {
 			return []*mx.Array{loss}
 		})
 		vals, grads := vg(args)
+		if dropout {
+			a.SetTraining(nil)
+		}
 		if err := r.params.SetParams(params); err != nil {
 			return 0, 0, err
 		}
@@ -342,28 +357,23 @@ func (r *run) step(step int) (float64, int64, error) {
 		for i, n := range names {
 			g[n] = grads[i]
 		}
-		if acc == nil {
-			acc = g
-		} else {
-			for n := range acc {
-				acc[n] = mx.Add(acc[n], g[n])
-			}
+		if err := acc.Add(g); err != nil {
+			return 0, 0, err
 		}
 		lossSum += vals[0].Item()
 	}
-	if accum > 1 {
-		for n := range acc {
-			acc[n] = mx.DivScalar(acc[n], float64(accum))
-		}
+	grads, err := acc.Average()
+	if err != nil {
+		return 0, 0, err
 	}
 	loss := lossSum / float64(accum)
 	if math.IsNaN(loss) || math.IsInf(loss, 0) {
 		return loss, tokens, nil
 	}
 	if r.cfg.GradClip > 0 {
-		acc, _ = optim.ClipGradNorm(acc, r.cfg.GradClip)
+		grads, _ = optim.ClipGradNorm(grads, r.cfg.GradClip)
 	}
-	updated := r.opt.Update(optim.Params(params), acc)
+	updated := r.opt.Update(optim.Params(params), grads)
 	mx.Eval(mapValues(updated)...)
 	if err := r.params.SetParams(updated); err != nil {
 		return 0, 0, err

@@ -50,6 +50,12 @@ func newCommand() *cobra.Command {
 				if adapter, err = lora.LoadDir(s.Engine, adapterDir); err != nil {
 					return err
 				}
+				// Check the adapter against the model now, not after the base run.
+				a, err := lora.Mount(s.Model, adapter)
+				if err != nil {
+					return err
+				}
+				a.Detach()
 			}
 			if prompt != "" {
 				return single(cmd, s, adapter, prompt)
@@ -67,6 +73,9 @@ func newCommand() *cobra.Command {
 			cases, err := evaluate.Cases(s, sp, cfg.Eval.MaxExamples)
 			if err != nil {
 				return err
+			}
+			if len(cases) == 0 {
+				return fmt.Errorf("no example of the %s split of %s is usable (all were skipped)", cfg.Eval.Split, cfg.Data)
 			}
 			fmt.Fprintf(log, "evaluating %d %s examples of %s\n", len(cases), cfg.Eval.Split, cfg.Data)
 			ev := &evaluate.Evaluator{Session: s, Config: cfg, Cases: cases, Log: log}

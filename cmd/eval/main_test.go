@@ -1,0 +1,295 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/dgtune/dgtune/config"
+	"github.com/dgtune/dgtune/data/chat"
+	"github.com/dgtune/dgtune/evaluate"
+	"github.com/dgtune/dgtune/internal/cli"
+	"github.com/dgtune/dgtune/lora"
+	dg "github.com/dgtune/dgtune/model/diffusiongemma"
+	"github.com/dgtune/dgtune/mx"
+	"github.com/dgtune/dgtune/mx/mxtest"
+	"github.com/dgtune/dgtune/objective"
+	"github.com/dgtune/dgtune/tokenizer"
+	"github.com/dgtune/dgtune/train"
+)
+
+const maxCanvas = 8
+
+var testRows = []struct{ prompt, completion string }{
+	{"say hi", "hi there"},
+	{"count", "1 2 3 4 5 6 7 8 9"}, // longer than the canvas: truncated to 8 tokens
+}
+
+// fixture writes a tiny checkpoint (byte-level synthetic tokenizer), a data directory
+// and an adapter trained briefly on it; it returns their paths.
+func fixture(t *testing.T) (model, dataDir, adapter string) {
+	t.Helper()
+	e := mxtest.Go(t)
+	dir := t.TempDir()
+	model, dataDir, adapter = filepath.Join(dir, "model"), filepath.Join(dir, "data"), filepath.Join(dir, "adapter")
+	writeModel(t, e, model, nil)
+	writeJSONL(t, filepath.Join(dataDir, "train.jsonl"), testRows[:1])
+	writeJSONL(t, filepath.Join(dataDir, "test.jsonl"), testRows)
+	cfg := config.Defaults()
+	cfg.Model, cfg.Data, cfg.AdapterPath, cfg.Backend = model, dataDir, adapter, "go"
+	cfg.Iters, cfg.MaxCanvas, cfg.EOSFill = 3, maxCanvas, true
+	cfg.LearningRate = 0.05 // large, so three steps move the adapter visibly
+	if _, err := train.Run(context.Background(), cfg, train.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	return model, dataDir, adapter
+}
+
+func writeModel(t *testing.T, e mx.Engine, dir string, mutate func(*dg.Config)) {
+	t.Helper()
+	cfg, err := dg.Preset(dg.PresetTiny)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mutate != nil {
+		mutate(cfg)
+	}
+	w, err := dg.Synthesize(e, cfg, 2, dg.BitsNone)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tj, err := tokenizer.NewSynthetic(cfg.TextConfig.VocabSize, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dg.WriteCheckpoint(dir, cfg, w, tj); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func writeJSONL(t *testing.T, path string, rows []struct{ prompt, completion string }) {
+	t.Helper()
+	var b strings.Builder
+	for _, r := range rows {
+		line, _ := json.Marshal(map[string]string{"prompt": r.prompt, "completion": r.completion})
+		b.Write(append(line, '\n'))
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func run(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code = cli.Main(newCommand(), append(args, "--backend", "go"), &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+// recompute scores the test rows at noise level t (the li-th level) the way the eval
+// contract says, without the evaluate package: prompt = chat template with generation
+// prompt, target = completion ids truncated to the canvas, then <turn|> and <eos> up to
+// it (eos_fill); corruption = objective.CorruptAt with key
+// mx.Key(DeriveSeed(seed, 101, li, example index, position)) (evaluate's seedNoise = 101);
+// loss = Σ CE over corrupted positions / their count over all examples, CE computed in
+// float64 from Model.Forward's logits; accuracy = share of them whose argmax is the target.
+func recompute(t *testing.T, m *dg.Model, tok *tokenizer.Tokenizer, li int, level float64) (loss, acc float64) {
+	t.Helper()
+	e := m.Engine
+	vocab := m.Config.TextConfig.VocabSize
+	turnEnd, _ := tok.TokenID("<turn|>")
+	eos, _ := tok.TokenID("<eos>")
+	var sum, count, correct float64
+	for i, r := range testRows {
+		prompt, err := chat.EncodePrompt(tok, []chat.Message{{Role: "user", Content: r.prompt}}, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		target := tok.Encode(r.completion)
+		if len(target) > maxCanvas {
+			target = target[:maxCanvas]
+		}
+		if len(target) < maxCanvas {
+			target = append(target, turnEnd)
+		}
+		for len(target) < maxCanvas {
+			target = append(target, eos)
+		}
+		key := mx.Key(e, train.DeriveSeed(0, 101, uint64(li), uint64(i), uint64(i)))
+		corr := objective.CorruptAt(key, target, level, vocab)
+		logits := m.Forward(mx.FromInt32(e, prompt, 1, len(prompt)), mx.FromInt32(e, corr.Canvas, 1, len(corr.Canvas))).Float32s()
+		for p, bad := range corr.Corrupt {
+			if !bad {
+				continue
+			}
+			row := logits[p*vocab : (p+1)*vocab]
+			top, arg := math.Inf(-1), 0
+			for j, v := range row {
+				if float64(v) > top {
+					top, arg = float64(v), j
+				}
+			}
+			z := 0.0
+			for _, v := range row {
+				z += math.Exp(float64(v) - top)
+			}
+			// CE = logsumexp(row) − row[target], with the max factored out of the sum.
+			sum += top + math.Log(z) - float64(row[target[p]])
+			count++
+			if arg == int(target[p]) {
+				correct++
+			}
+		}
+	}
+	if count == 0 {
+		t.Fatalf("t=%g corrupted nothing: pick another level", level)
+	}
+	return sum / count, correct / count
+}
+
+func TestEvalTableAndJSON(t *testing.T) {
+	model, dataDir, adapter := fixture(t)
+	jsonPath := filepath.Join(t.TempDir(), "eval.json")
+	code, stdout, stderr := run(t, "--adapter", adapter, "--data", dataDir, "--json", jsonPath,
+		"--max-canvas", "8", "--eos-fill", "--eval.steps", "4")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	// --model came from the adapter's base_model.
+	for _, s := range []string{"METRIC", "ADAPTER", "DELTA", "loss @ t=0.5", "accuracy @ t=0.75", "exact match", "token F1",
+		"mean denoising steps", "generated tokens/s", "reference: hi there"} {
+		if !strings.Contains(strings.ToUpper(stdout), strings.ToUpper(s)) {
+			t.Errorf("stdout lacks %q:\n%s", s, stdout)
+		}
+	}
+	var rep evaluate.Report
+	b, err := os.ReadFile(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Examples != 2 || rep.Adapted == nil || len(rep.Base.Generations) != 2 || len(rep.Rows) != 10 {
+		t.Fatalf("report: %d examples, adapter %v, %d generations, %d rows", rep.Examples, rep.Adapted != nil, len(rep.Base.Generations), len(rep.Rows))
+	}
+
+	e := mxtest.Go(t)
+	tok, err := tokenizer.Load(filepath.Join(model, "tokenizer.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := dg.Load(e, model, dg.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := lora.LoadDir(e, adapter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// t = 0.5 is the second default level (li = 1). The JSON went through float64 and
+	// encoding/json's shortest round-trip formatting, so only the float32 CE of the
+	// command against the float64 one here differs: 1e-5 relative.
+	check := func(what string, got map[string]float64, gotAcc map[string]float64) {
+		loss, acc := recompute(t, m, tok, 1, 0.5)
+		if math.Abs(got["0.5"]-loss) > 1e-5*loss {
+			t.Errorf("%s loss @ t=0.5: JSON %v, recomputed %v", what, got["0.5"], loss)
+		}
+		if gotAcc["0.5"] != acc {
+			t.Errorf("%s accuracy @ t=0.5: JSON %v, recomputed %v", what, gotAcc["0.5"], acc)
+		}
+	}
+	check("base", rep.Base.Loss, rep.Base.Accuracy)
+	if _, err := lora.Mount(m, f); err != nil {
+		t.Fatal(err)
+	}
+	check("adapter", rep.Adapted.Loss, rep.Adapted.Accuracy)
+	if rep.Base.Loss["0.5"] == rep.Adapted.Loss["0.5"] {
+		t.Error("the trained adapter did not change the loss: the recomputation cannot tell base from adapter")
+	}
+	for _, r := range rep.Rows {
+		if r.Metric == "loss @ t=0.5" && (*r.Adapter != rep.Adapted.Loss["0.5"] || *r.Delta != rep.Adapted.Loss["0.5"]-rep.Base.Loss["0.5"]) {
+			t.Errorf("row %+v disagrees with the metrics", r)
+		}
+	}
+}
+
+func TestEvalPrompt(t *testing.T) {
+	model, _, adapter := fixture(t)
+	code, stdout, stderr := run(t, "--model", model, "--adapter", adapter, "--prompt", "say hi", "--max-canvas", "8", "--eval.steps", "2")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if !strings.HasPrefix(stdout, "base (") || !strings.Contains(stdout, "\nadapter (") {
+		t.Errorf("stdout %q, want a base and an adapter generation", stdout)
+	}
+}
+
+func TestEvalBadInput(t *testing.T) {
+	model, dataDir, adapter := fixture(t)
+	dir := t.TempDir()
+	e := mxtest.Go(t)
+	// An adapter for another geometry: trained shapes of a model with intermediate 96.
+	other := filepath.Join(dir, "other")
+	writeModel(t, e, other, func(c *dg.Config) { c.TextConfig.IntermediateSize = 96 })
+	om, err := dg.Load(e, other, dg.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := lora.Attach(om, lora.Config{Rank: 2, Scale: 2}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherAd := filepath.Join(dir, "other-adapter")
+	if err := a.File(other).Write(otherAd); err != nil {
+		t.Fatal(err)
+	}
+	emptyData := filepath.Join(dir, "empty")
+	writeJSONL(t, filepath.Join(emptyData, "train.jsonl"), testRows[:1])
+	writeJSONL(t, filepath.Join(emptyData, "test.jsonl"), nil)
+	noTest := filepath.Join(dir, "notest")
+	writeJSONL(t, filepath.Join(noTest, "train.jsonl"), testRows[:1])
+
+	tests := []struct {
+		name   string
+		args   []string
+		stderr string
+	}{
+		{"another geometry", []string{"--model", model, "--adapter", otherAd, "--data", dataDir},
+			"mlp.gate_proj.lora_b: adapter [2 96], model [2 128]"},
+		{"empty test split", []string{"--model", model, "--data", emptyData}, "the test split of " + emptyData + " is empty"},
+		{"no test split", []string{"--model", model, "--data", noTest}, "no test.jsonl or test.parquet"},
+		{"missing model", []string{"--model", filepath.Join(dir, "nope"), "--data", dataDir}, "config.json"},
+		{"missing adapter", []string{"--model", model, "--adapter", filepath.Join(dir, "nope"), "--data", dataDir},
+			"neither adapters.safetensors nor adapter_model.safetensors"},
+		{"missing data", []string{"--model", model, "--adapter", adapter, "--data", filepath.Join(dir, "nope")}, "not found"},
+		{"no model", []string{"--data", dataDir}, "no model"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			jsonPath := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "-")+".json")
+			code, stdout, stderr := run(t, append(tc.args, "--json", jsonPath)...)
+			if code != 1 {
+				t.Fatalf("exit %d, want 1 (stderr %q)", code, stderr)
+			}
+			last := stderr[strings.LastIndex(strings.TrimSuffix(stderr, "\n"), "\n")+1:]
+			if !strings.HasPrefix(last, "eval: ") || !strings.Contains(last, tc.stderr) {
+				t.Errorf("stderr ends %q, want one line \"eval: ...\" containing %q", last, tc.stderr)
+			}
+			if stdout != "" {
+				t.Errorf("stdout %q, want nothing", stdout)
+			}
+			if _, err := os.Stat(jsonPath); err == nil {
+				t.Error("--json written although eval failed")
+			}
+		})
+	}
+}
