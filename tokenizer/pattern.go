@@ -113,7 +113,8 @@ func (p invertPattern) findMatches(s string, dst []segment) []segment {
 }
 
 // goRegexPattern uses Go's RE2 engine: linear time, used whenever the pattern needs no
-// backtracking feature.
+// backtracking feature. Alternation is leftmost-first as in Oniguruma; the engines differ
+// only for empty matches right after a match, which tokenizer patterns do not produce.
 type goRegexPattern struct{ re *regexp.Regexp }
 
 func (p goRegexPattern) findMatches(s string, dst []segment) []segment {

@@ -471,3 +471,33 @@ func FuzzParse(f *testing.F) {
 		tok.Decode(ids, true)
 	})
 }
+
+func TestJSONEscapes(t *testing.T) {
+	// Keys spelled with escapes: \u00e9 is "é", the surrogate pair \ud83d\ude00 is "😀", a
+	// lone surrogate reads as U+FFFD, and \" \\ \/ \t are the usual characters.
+	data := `{"model":{"type":"BPE","vocab":{"\u00e9":0,"\ud83d\ude00":1,"\ud800":2,"\"\\\/\t":3,"a":4,"b":5,"ab":6},` +
+		`"merges":["a b"]}, "added_tokens": [], "post_processor": {"ignored": [1, 2.5e3, true, null, "x\u0041"]}}`
+	tok, err := Parse([]byte(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := tok.Encode("é😀\uFFFDab")
+	want := []int32{0, 1, 2, 6}
+	if !slices.Equal(got, want) {
+		t.Errorf("Encode = %v, want %v", got, want)
+	}
+	if id, ok := tok.TokenID("\"\\/\t"); !ok || id != 3 {
+		t.Errorf("TokenID(%q) = %d, %v, want 3", "\"\\/\t", id, ok)
+	}
+	for _, bad := range []string{
+		`{"model":{"type":"BPE","vocab":{"a\q":0},"merges":[]}}`,
+		`{"model":{"type":"BPE","vocab":{"a\u00":0},"merges":[]}}`,
+		"{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\x01\":0},\"merges\":[]}}",
+		`{"model":{"type":"BPE","vocab":{"a":0},"merges":[]},"x":[1,}`,
+		`{"model":{"type":"BPE","vocab":{"a":0},"merges":[]},"x":tru}`,
+	} {
+		if _, err := Parse([]byte(bad)); !errors.Is(err, ErrSyntax) {
+			t.Errorf("Parse(%q) error = %v, want ErrSyntax", bad, err)
+		}
+	}
+}
