@@ -630,3 +630,35 @@ func TestLoadStateErrors(t *testing.T) {
 		}
 	})
 }
+
+// ValueAndGrad over named parameters: for loss = Σ w² + 3·Σ b, d/dw = 2w and d/db = 3,
+// and the install callback must leave the original (untraced) arrays in place.
+func TestValueAndGradNamed(t *testing.T) {
+	e := mxtest.Go(t)
+	params := Params{"w": mx.FromFloat32(e, []float32{1, -2}, 2), "b": mx.FromFloat32(e, []float32{5}, 1)}
+	live := map[string]*mx.Array{}
+	install := func(p map[string]*mx.Array) error {
+		for n, a := range p {
+			live[n] = a
+		}
+		return nil
+	}
+	loss, g, err := ValueAndGrad(params, install, func() *mx.Array {
+		return mx.Add(mx.Sum(mx.Square(live["w"]), false), mx.MulScalar(mx.Sum(live["b"], false), 3))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if loss.Item() != 1+4+15 {
+		t.Fatalf("loss %v, want 20", loss.Item())
+	}
+	if w := g["w"].Float32s(); w[0] != 2 || w[1] != -4 || g["b"].Float32s()[0] != 3 {
+		t.Fatalf("grads w %v b %v, want [2 -4] and [3]", w, g["b"].Float32s())
+	}
+	if live["w"] != params["w"] || live["b"] != params["b"] {
+		t.Fatal("install was not restored to the original params")
+	}
+	if _, _, err := ValueAndGrad(Params{}, install, nil); err == nil {
+		t.Fatal("no params: no error")
+	}
+}

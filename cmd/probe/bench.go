@@ -74,31 +74,15 @@ func benchCommand() *cobra.Command {
 			obj := objective.Reference(0.4, 0.8)
 			stepOnce := func(i int) {
 				c := obj.Draw(mx.Key(e, uint64(i)), ex.Target, vocab)
-				params := a.Params()
-				names := make([]string, 0, len(params))
-				for n := range params {
-					names = append(names, n)
-				}
-				args := make([]*mx.Array, len(names))
-				for j, n := range names {
-					args[j] = params[n]
-				}
-				_, grads := mx.ValueAndGrad(func(x []*mx.Array) []*mx.Array {
-					traced := map[string]*mx.Array{}
-					for j, n := range names {
-						traced[n] = x[j]
-					}
-					if err := a.SetParams(traced); err != nil {
-						panic(err)
-					}
+				params := optim.Params(a.Params())
+				_, g, err := optim.ValueAndGrad(params, a.SetParams, func() *mx.Array {
 					loss, _ := objective.BatchLoss([]objective.Terms{obj.ExampleTerms(m, ex, c)})
-					return []*mx.Array{loss}
-				})(args)
-				g := optim.Params{}
-				for j, n := range names {
-					g[n] = grads[j]
+					return loss
+				})
+				if err != nil {
+					panic(err)
 				}
-				updated := opt.Update(optim.Params(params), g)
+				updated := opt.Update(params, g)
 				mx.Eval(values(updated)...)
 				if err := a.SetParams(updated); err != nil {
 					panic(err)

@@ -12,6 +12,7 @@ import (
 	"github.com/dgtune/dgtune/mx"
 	_ "github.com/dgtune/dgtune/mx/engines"
 	"github.com/dgtune/dgtune/objective"
+	"github.com/dgtune/dgtune/optim"
 )
 
 func forwardCommand() *cobra.Command {
@@ -131,31 +132,13 @@ func addLoss(result map[string]*mx.Array, m *dg.Model, adapter *lora.Adapter, pr
 		result["loss"] = lossOf()
 		return nil
 	}
-	params := adapter.Params()
-	names := make([]string, 0, len(params))
-	for n := range params {
-		names = append(names, n)
-	}
-	args := make([]*mx.Array, len(names))
-	for i, n := range names {
-		args[i] = params[n]
-	}
-	vals, grads := mx.ValueAndGrad(func(a []*mx.Array) []*mx.Array {
-		traced := map[string]*mx.Array{}
-		for i, n := range names {
-			traced[n] = a[i]
-		}
-		if err := adapter.SetParams(traced); err != nil {
-			panic(err)
-		}
-		return []*mx.Array{lossOf()}
-	})(args)
-	if err := adapter.SetParams(params); err != nil {
+	loss, grads, err := optim.ValueAndGrad(adapter.Params(), adapter.SetParams, lossOf)
+	if err != nil {
 		return err
 	}
-	result["loss"] = mx.Reshape(vals[0], 1)
-	for i, n := range names {
-		result["grad."+n] = mx.AsType(grads[i], mx.Float32)
+	result["loss"] = mx.Reshape(loss, 1)
+	for n, g := range grads {
+		result["grad."+n] = mx.AsType(g, mx.Float32)
 	}
 	return nil
 }
