@@ -3,9 +3,8 @@ package evaluate
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/dgtune/dgtune/internal/atomicfile"
 	"io"
-	"os"
-	"path/filepath"
 	"sort"
 	"strconv"
 
@@ -115,31 +114,8 @@ func WriteJSON(path string, r *Report) error {
 	if err != nil {
 		return fmt.Errorf("--json: %w", err)
 	}
-	if err := writeFileAtomic(path, append(b, '\n')); err != nil {
+	if err := atomicfile.WriteFile(path, append(b, '\n')); err != nil {
 		return fmt.Errorf("--json: %w", err)
 	}
 	return nil
-}
-
-func writeFileAtomic(path string, b []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(b); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/dgtune/dgtune/internal/atomicfile"
 	"math"
 	"os"
 	"path/filepath"
@@ -206,30 +207,8 @@ func WriteConfig(dir string, ac AdapterConfig) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("lora: write %s: %w", ConfigFile, err)
 	}
-	if err := writeFileAtomic(filepath.Join(dir, ConfigFile), append(b, '\n')); err != nil {
+	if err := atomicfile.WriteFile(filepath.Join(dir, ConfigFile), append(b, '\n')); err != nil {
 		return fmt.Errorf("lora: write %s: %w", ConfigFile, err)
 	}
 	return nil
-}
-
-// writeFileAtomic writes through a temporary file in the same directory, fsyncs it and
-// renames it over path, so a crash leaves either the old file or the new one.
-func writeFileAtomic(path string, b []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(b); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }

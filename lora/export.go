@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/dgtune/dgtune/internal/atomicfile"
 	"os"
 	"path/filepath"
 	"slices"
@@ -79,7 +80,7 @@ func ExportPEFT(f *AdapterFile, dir, baseModel string) error {
 	if err := mx.SaveSafetensors(filepath.Join(dir, PEFTWeightsFile), arrays, map[string]string{"format": "pt"}); err != nil {
 		return fail(err)
 	}
-	if err := writeFileAtomic(filepath.Join(dir, ConfigFile), append(b, '\n')); err != nil {
+	if err := atomicfile.WriteFile(filepath.Join(dir, ConfigFile), append(b, '\n')); err != nil {
 		return fail(err)
 	}
 	return nil

@@ -72,8 +72,11 @@ type Corruption struct {
 // own subkey.
 func (o Objective) Draw(key *mx.Array, target []int32, vocab int) Corruption {
 	ks := mx.SplitKey(key, 2)
-	t := mx.Uniform(ks[0], []int{1}, o.TMin, o.TMax, mx.Float32).Float32s()[0]
-	return CorruptAt(ks[1], target, float64(t), vocab)
+	t := o.TMin // a fixed level t_min = t_max is valid; the engines reject an empty range
+	if o.TMax > o.TMin {
+		t = float64(mx.Uniform(ks[0], []int{1}, o.TMin, o.TMax, mx.Float32).Float32s()[0])
+	}
+	return CorruptAt(ks[1], target, t, vocab)
 }
 
 // CorruptAt corrupts target at a fixed noise level t (evaluation uses fixed levels).

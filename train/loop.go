@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/dgtune/dgtune/internal/atomicfile"
 	"io"
 	"math"
 	"os"
@@ -326,10 +327,10 @@ func (r *run) step(step int) (float64, int64, error) {
 		}
 		// LoRA dropout is on only inside the gradient pass (validation runs without it),
 		// with masks keyed by (seed, step, micro-batch) so a resumed run replays them.
-		a, dropout := r.params.(*lora.Adapter)
+		adapter, dropout := r.params.(*lora.Adapter)
 		dropout = dropout && r.cfg.LoRAParameters.Dropout > 0
 		if dropout {
-			a.SetTraining(mx.Key(r.s.Engine, DeriveSeed(r.cfg.Seed, seedDropout, uint64(step), uint64(micro))))
+			adapter.SetTraining(mx.Key(r.s.Engine, DeriveSeed(r.cfg.Seed, seedDropout, uint64(step), uint64(micro))))
 		}
 		vg := mx.ValueAndGrad(func(a []*mx.Array) []*mx.Array {
 			traced := make(map[string]*mx.Array, len(names))
@@ -348,7 +349,7 @@ func (r *run) step(step int) (float64, int64, error) {
 		})
 		vals, grads := vg(args)
 		if dropout {
-			a.SetTraining(nil)
+			adapter.SetTraining(nil)
 		}
 		if err := r.params.SetParams(params); err != nil {
 			return 0, 0, err
@@ -489,7 +490,7 @@ func copyCheckpointFiles(from, to string) error {
 		if err != nil {
 			return err
 		}
-		if err := writeFileAtomic(filepath.Join(to, name), b); err != nil {
+		if err := atomicfile.WriteFile(filepath.Join(to, name), b); err != nil {
 			return err
 		}
 	}

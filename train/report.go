@@ -3,7 +3,9 @@ package train
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/dgtune/dgtune/internal/atomicfile"
 	"io"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -72,14 +74,29 @@ func newJSONLReporter(path string) (*jsonlReporter, error) {
 }
 
 func (j *jsonlReporter) write(kind string, v any) {
-	b, _ := json.Marshal(v)
+	b, err := json.Marshal(v)
+	if err != nil {
+		// A metrics line must never take the run down; say what could not be written.
+		b, _ = json.Marshal(map[string]string{"error": err.Error()})
+	}
 	line := `{"event":"` + kind + `",` + string(b[1:])
 	fmt.Fprintln(j.f, line)
 	j.f.Sync()
 }
 func (j *jsonlReporter) Train(r TrainReport) { j.write("train", r) }
-func (j *jsonlReporter) Val(r ValReport)     { j.write("val", r) }
-func (j *jsonlReporter) Close()              { j.f.Close() }
+
+// Val writes a non-finite val loss as null: JSON has no NaN or Inf.
+func (j *jsonlReporter) Val(r ValReport) {
+	if math.IsNaN(r.ValLoss) || math.IsInf(r.ValLoss, 0) {
+		j.write("val", struct {
+			ValReport
+			ValLoss *float64 `json:"val_loss"`
+		}{ValReport: r})
+		return
+	}
+	j.write("val", r)
+}
+func (j *jsonlReporter) Close() { j.f.Close() }
 
 // truncateMetrics drops events after step, so a resumed run does not repeat lines.
 func truncateMetrics(path string, step int) error {
@@ -106,7 +123,7 @@ func truncateMetrics(path string, step int) error {
 	if out != "" {
 		out += "\n"
 	}
-	return writeFileAtomic(path, []byte(out))
+	return atomicfile.WriteFile(path, []byte(out))
 }
 
 // consoleReporter draws a progress bar on a terminal, or prints plain lines.

@@ -2,6 +2,7 @@ package train
 
 import (
 	"encoding/json"
+	"github.com/dgtune/dgtune/internal/atomicfile"
 	"path/filepath"
 
 	"github.com/dgtune/dgtune/config"
@@ -14,6 +15,7 @@ const (
 	seedShuffle
 	seedTrainNoise
 	seedValNoise
+	seedDropout
 )
 
 // DeriveSeed mixes parts into one 64-bit seed with SplitMix64's finaliser, so that
@@ -92,5 +94,5 @@ func writeAdapterConfig(c config.Config) error {
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(filepath.Join(c.AdapterPath, AdapterConfig), append(b, '\n'))
+	return atomicfile.WriteFile(filepath.Join(c.AdapterPath, AdapterConfig), append(b, '\n'))
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/dgtune/dgtune/internal/atomicfile"
 	"os"
 	"path/filepath"
 	"strings"
@@ -36,6 +37,7 @@ type State struct {
 	TrainedTokens     int64         `json:"trained_tokens"`
 	BestValLoss       *float64      `json:"best_val_loss,omitempty"`
 	EvalsSinceBest    int           `json:"evals_since_best"`
+	Window            []float64     `json:"window,omitempty"` // losses since the last report
 	OptimizerStep     int           `json:"optimizer_step"`
 	FineTuneType      string        `json:"fine_tune_type"`
 	ParamFingerprints []string      `json:"params"`
@@ -58,7 +60,7 @@ func saveState(dir string, st State, params, opt map[string]*mx.Array) error {
 	if err := mx.SaveSafetensors(filepath.Join(dir, StateFile), arrays, map[string]string{stateMetadataKey: string(js), "format": "mlx"}); err != nil {
 		return fmt.Errorf("save training state: %w", err)
 	}
-	return writeFileAtomic(filepath.Join(dir, StateJSON), append(js, '\n'))
+	return atomicfile.WriteFile(filepath.Join(dir, StateJSON), append(js, '\n'))
 }
 
 // errNoState means there is nothing to resume from.
@@ -90,24 +92,4 @@ func loadState(e mx.Engine, dir string) (State, map[string]*mx.Array, map[string
 		}
 	}
 	return st, params, opt, nil
-}
-
-func writeFileAtomic(path string, b []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(b); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }

@@ -3,6 +3,7 @@ package diffusiongemma
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/dgtune/dgtune/internal/atomicfile"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -143,29 +144,9 @@ func WriteCheckpoint(dir string, cfg *Config, weights map[string]*mx.Array, toke
 		}
 	}
 	for name, b := range files {
-		if err := writeFileAtomic(filepath.Join(dir, name), b); err != nil {
+		if err := atomicfile.WriteFile(filepath.Join(dir, name), b); err != nil {
 			return fmt.Errorf("write checkpoint: %w", err)
 		}
 	}
 	return nil
-}
-
-func writeFileAtomic(path string, b []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(b); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/dgtune/dgtune/internal/atomicfile"
 	"io"
 	"os"
 	"path/filepath"
@@ -70,7 +71,7 @@ func WriteShards(dir string, tensors []Tensor, maxShardBytes int64, metadata map
 	// new shards if we crashed part-way; without one, OpenCheckpoint's
 	// fallback sees every shard and rejects the duplicated names instead.
 	if err := os.Remove(indexPath); err == nil {
-		if err := syncDir(dir); err != nil {
+		if err := atomicfile.SyncDir(dir); err != nil {
 			return fmt.Errorf("safetensors: write %s: %w", dir, err)
 		}
 	} else if !errors.Is(err, os.ErrNotExist) {

@@ -1,0 +1,150 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/dgtune/dgtune/train"
+)
+
+// buildTrain compiles this command into dir.
+func buildTrain(t *testing.T, dir string) string {
+	t.Helper()
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
+	}
+	bin := filepath.Join(dir, "train")
+	cmd := exec.Command(goBin, "build", "-o", bin, ".")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// waitFor polls cond every 20 ms until it holds or the deadline passes.
+func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// trainEvents counts the train lines of metrics.jsonl.
+func trainEvents(dir string) int {
+	b, _ := os.ReadFile(filepath.Join(dir, train.MetricsFile))
+	return strings.Count(string(b), `"event":"train"`)
+}
+
+// stateStep reads the step of the last complete checkpoint (-1 if none).
+func stateStep(t *testing.T, dir string) int {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, train.StateJSON))
+	if err != nil {
+		return -1
+	}
+	var st train.State
+	if err := json.Unmarshal(b, &st); err != nil {
+		t.Fatalf("%s: %v", train.StateJSON, err)
+	}
+	return st.Step
+}
+
+// TestSignals runs the built command as a child process on a config of 100000 steps,
+// signals it once it has made progress, and checks the exit code and that the
+// checkpoint it leaves is resumable (resumed in-process to two more steps).
+func TestSignals(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the command and runs it as a child process")
+	}
+	bin := buildTrain(t, t.TempDir())
+	cases := []struct {
+		name string
+		sig  syscall.Signal
+		code int // -1: killed, no exit code
+	}{
+		{"SIGINT", syscall.SIGINT, 130},
+		{"SIGTERM", syscall.SIGTERM, 143},
+		// SIGKILL cannot be caught: the run dies mid-step and --resume must restart from
+		// the last complete checkpoint (save_every 2).
+		{"SIGKILL", syscall.SIGKILL, -1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			cfg := f.config(t, "")
+			var stderr bytes.Buffer
+			cmd := exec.Command(bin, "--config", cfg, "--iters", "100000", "--save-every", "2")
+			cmd.Stderr = &stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+			progressed := func() bool {
+				select {
+				case err := <-done:
+					t.Fatalf("train exited before the signal: %v\n%s", err, stderr.String())
+				default:
+				}
+				return trainEvents(f.adapters) >= 3 && stateStep(t, f.adapters) >= 2
+			}
+			waitFor(t, "training progress", 60*time.Second, progressed)
+			if err := cmd.Process.Signal(tc.sig); err != nil {
+				t.Fatal(err)
+			}
+			var err error
+			select {
+			case err = <-done:
+			case <-time.After(60 * time.Second):
+				cmd.Process.Kill()
+				t.Fatalf("train did not exit after %s\n%s", tc.name, stderr.String())
+			}
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) {
+				t.Fatalf("exit: %v, want a non-zero exit\n%s", err, stderr.String())
+			}
+			if tc.code >= 0 {
+				if ee.ExitCode() != tc.code {
+					t.Fatalf("exit code %d, want %d\n%s", ee.ExitCode(), tc.code, stderr.String())
+				}
+				if !strings.Contains(stderr.String(), "checkpoint saved") || !strings.Contains(stderr.String(), "train: interrupted") {
+					t.Errorf("stderr does not report the saved checkpoint:\n%s", stderr.String())
+				}
+			} else if ws, ok := ee.Sys().(syscall.WaitStatus); !ok || ws.Signal() != syscall.SIGKILL {
+				t.Fatalf("exit %v, want death by SIGKILL", err)
+			}
+
+			// A signalled run saves the step it finished: the state is at least as far as
+			// the last reported step. A killed run keeps its last periodic checkpoint.
+			k := stateStep(t, f.adapters)
+			if tc.code >= 0 && k != trainEvents(f.adapters) {
+				t.Errorf("checkpoint at step %d, but %d steps were reported", k, trainEvents(f.adapters))
+			}
+			if k < 2 {
+				t.Fatalf("checkpoint at step %d after %s", k, tc.name)
+			}
+			code, stdout, errOut := runMain("--config", cfg, "--resume", "--iters", strconv.Itoa(k+2))
+			if code != 0 {
+				t.Fatalf("resume: exit %d\n%s", code, errOut)
+			}
+			if !strings.Contains(errOut, "continuing from step "+strconv.Itoa(k)) || !strings.HasPrefix(stdout, "trained "+strconv.Itoa(k+2)+" steps") {
+				t.Errorf("resume from step %d: stdout %q\n%s", k, stdout, errOut)
+			}
+		})
+	}
+}
