@@ -128,8 +128,14 @@ func prepare(cfg config.Config, opt Options) (*run, error) {
 		if err := r.resume(); err != nil {
 			return nil, err
 		}
-	} else if err := os.Remove(metrics); err != nil && !os.IsNotExist(err) {
-		return nil, err
+	} else {
+		// A fresh run must not leave an older run's state behind: a later --resume would
+		// otherwise pick it up if this run died before its first checkpoint.
+		for _, name := range []string{MetricsFile, StateFile, StateJSON, BestAdapterFile} {
+			if err := os.Remove(filepath.Join(cfg.AdapterPath, name)); err != nil && !os.IsNotExist(err) {
+				return nil, err
+			}
+		}
 	}
 	if err := truncateMetrics(metrics, r.state.Step); err != nil {
 		return nil, err
@@ -221,6 +227,9 @@ func (r *run) resume() error {
 // loop is evaluate → step → report → save, until the last step or a signal.
 func (r *run) loop(ctx context.Context) (*Result, error) {
 	res := &Result{AdapterPath: r.cfg.AdapterPath}
+	if r.state.Step >= r.total {
+		return nil, fmt.Errorf("nothing to do: %s already holds %d trained steps of %d (raise iters or use another adapter_path)", r.cfg.AdapterPath, r.state.Step, r.total)
+	}
 	if r.state.Step == 0 {
 		if _, err := r.validate(0); err != nil {
 			return nil, err
@@ -412,10 +421,9 @@ func (r *run) validate(step int) (bool, error) {
 		best := loss
 		r.state.BestValLoss = &best
 		r.state.EvalsSinceBest = 0
-		if step > 0 {
-			if err := r.saveWeights(filepath.Join(r.cfg.AdapterPath, BestAdapterFile)); err != nil {
-				return false, err
-			}
+		// Step 0 counts too: if training never beats the initial adapter, that is the best.
+		if err := r.saveWeights(filepath.Join(r.cfg.AdapterPath, BestAdapterFile)); err != nil {
+			return false, err
 		}
 		return false, nil
 	}
