@@ -2,6 +2,7 @@ package evaluate
 
 import (
 	"fmt"
+	"github.com/schollz/progressbar/v3"
 	"io"
 	"math"
 	"strings"
@@ -39,6 +40,14 @@ type Metrics struct {
 	MeanSteps   *float64           `json:"mean_denoising_steps,omitempty"`
 	TokensPerS  *float64           `json:"generated_tokens_per_second,omitempty"`
 	Generations []Generation       `json:"generations,omitempty"`
+	PerExample  []ExampleScore     `json:"per_example"`
+}
+
+// ExampleScore is one example's loss and accuracy at each noise level.
+type ExampleScore struct {
+	Index    int                `json:"index"`
+	Loss     map[string]float64 `json:"loss"`
+	Accuracy map[string]float64 `json:"accuracy"`
 }
 
 // Generation is one example's sampled answer.
@@ -54,10 +63,12 @@ type Generation struct {
 
 // Evaluator scores models on a fixed set of cases.
 type Evaluator struct {
-	Session *train.Session
-	Config  config.Config
-	Cases   []Case
-	Log     io.Writer
+	// Progress, when set, draws progress bars there (a terminal).
+	Progress io.Writer
+	Session  *train.Session
+	Config   config.Config
+	Cases    []Case
+	Log      io.Writer
 	// OnCorruption, when set, sees every corrupted canvas Run scores (run label, noise
 	// level, case) before the model does: the seam that lets a test check that base and
 	// adapter are scored on identical corruptions.
@@ -98,6 +109,11 @@ func (ev *Evaluator) Run(label string, generate bool) (*Metrics, error) {
 		log = io.Discard
 	}
 	res := &Metrics{Loss: map[string]float64{}, Accuracy: map[string]float64{}}
+	res.PerExample = make([]ExampleScore, len(ev.Cases))
+	for i, c := range ev.Cases {
+		res.PerExample[i] = ExampleScore{Index: c.Index, Loss: map[string]float64{}, Accuracy: map[string]float64{}}
+	}
+	bar := ev.progress(label, len(ev.Config.Eval.NoiseLevels)*len(ev.Cases))
 	for li, t := range ev.Config.Eval.NoiseLevels {
 		var lossSum, count, correct float64
 		for i, c := range ev.Cases {
@@ -107,6 +123,9 @@ func (ev *Evaluator) Run(label string, generate bool) (*Metrics, error) {
 				ev.OnCorruption(label, t, c, corr)
 			}
 			ls, n, ok := scoreCorruption(m, c, corr)
+			res.PerExample[i].Loss[levelKey(t)] = ls / math.Max(n, 1)
+			res.PerExample[i].Accuracy[levelKey(t)] = ok / math.Max(n, 1)
+			bar.Add(1)
 			lossSum += ls
 			count += n
 			correct += ok
@@ -115,9 +134,12 @@ func (ev *Evaluator) Run(label string, generate bool) (*Metrics, error) {
 		res.Accuracy[levelKey(t)] = correct / math.Max(count, 1)
 		fmt.Fprintf(log, "%s: t=%g loss %.4f accuracy %.3f\n", label, t, res.Loss[levelKey(t)], res.Accuracy[levelKey(t)])
 	}
+	bar.Finish()
 	if !generate {
 		return res, nil
 	}
+	bar = ev.progress(label+" generate", len(ev.Cases))
+	defer bar.Finish()
 	var em, f1, steps float64
 	var genTokens int
 	start := time.Now()
@@ -138,6 +160,7 @@ func (ev *Evaluator) Run(label string, generate bool) (*Metrics, error) {
 		steps += float64(g.Steps)
 		genTokens += len(g.Tokens)
 		res.Generations = append(res.Generations, gen)
+		bar.Add(1)
 	}
 	n := math.Max(float64(len(ev.Cases)), 1)
 	em, f1, steps = em/n, f1/n, steps/n
@@ -241,4 +264,13 @@ func TokenF1(pred, ref string) float64 {
 	prec := float64(common) / float64(len(p))
 	rec := float64(common) / float64(len(r))
 	return 2 * prec * rec / (prec + rec)
+}
+
+// progress returns a bar on ev.Progress, or a silent one.
+func (ev *Evaluator) progress(label string, n int) *progressbar.ProgressBar {
+	if ev.Progress == nil {
+		return progressbar.NewOptions(n, progressbar.OptionSetWriter(io.Discard))
+	}
+	return progressbar.NewOptions(n, progressbar.OptionSetWriter(ev.Progress), progressbar.OptionSetDescription(label),
+		progressbar.OptionShowCount(), progressbar.OptionClearOnFinish(), progressbar.OptionThrottle(100*time.Millisecond))
 }

@@ -79,6 +79,9 @@ func newCommand() *cobra.Command {
 			}
 			fmt.Fprintf(log, "evaluating %d %s examples of %s\n", len(cases), cfg.Eval.Split, cfg.Data)
 			ev := &evaluate.Evaluator{Session: s, Config: cfg, Cases: cases, Log: log}
+			if cli.IsTerminal(log) {
+				ev.Progress = log
+			}
 			base, err := ev.Run("base", cfg.Eval.Generate)
 			if err != nil {
 				return err
