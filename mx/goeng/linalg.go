@@ -5,14 +5,12 @@ import (
 	"math"
 	"slices"
 
-	"gonum.org/v1/gonum/blas"
-	"gonum.org/v1/gonum/blas/blas32"
-
 	"github.com/dgtune/dgtune/mx"
+	"github.com/dgtune/dgtune/mx/internal/sgemm"
 )
 
 // matmulKernel multiplies the last two axes, broadcasting the batch axes. Compute is
-// float32 through gonum's blocked, parallel SGEMM.
+// float32 through sgemm's blocked, parallel SGEMM, which is bitwise deterministic.
 func matmulKernel(a, b *tensor) *tensor {
 	na, nb := len(a.shape), len(b.shape)
 	m, k, n := a.shape[na-2], a.shape[na-1], b.shape[nb-1]
@@ -27,22 +25,20 @@ func matmulKernel(a, b *tensor) *tensor {
 	if !dt.IsFloat() {
 		dt = mx.Float32
 	}
+	nbatch := numel(batch)
+	out := make([]float32, nbatch*m*n)
+	if numel(b.shape[:nb-2]) == 1 {
+		// One B for every batch: the batch folds into the rows of A, with no copy of B
+		// (sgemm's result per element does not depend on how the rows are grouped).
+		ab := broadcastKernel(a, append(slices.Clone(batch), m, k))
+		sgemm.Matmul(out, ab.f32(), b.f32(), nbatch*m, k, n)
+		return fromF32(append(slices.Clone(batch), m, n), dt, out)
+	}
 	ab := broadcastKernel(a, append(slices.Clone(batch), m, k))
 	bb := broadcastKernel(b, append(slices.Clone(batch), k, n))
 	av, bv := ab.f32(), bb.f32()
-	nbatch := numel(batch)
-	out := make([]float32, nbatch*m*n)
 	gemm := func(i int) {
-		if m == 0 || n == 0 {
-			return
-		}
-		if k == 0 {
-			return
-		}
-		blas32.Gemm(blas.NoTrans, blas.NoTrans, 1,
-			blas32.General{Rows: m, Cols: k, Stride: k, Data: av[i*m*k : (i+1)*m*k]},
-			blas32.General{Rows: k, Cols: n, Stride: n, Data: bv[i*k*n : (i+1)*k*n]},
-			0, blas32.General{Rows: m, Cols: n, Stride: n, Data: out[i*m*n : (i+1)*m*n]})
+		sgemm.Matmul(out[i*m*n:(i+1)*m*n], av[i*m*k:(i+1)*m*k], bv[i*k*n:(i+1)*k*n], m, k, n)
 	}
 	if nbatch > 1 && m*n*k < 1<<18 {
 		parallelFor(nbatch, m*n*k, func(lo, hi int) {

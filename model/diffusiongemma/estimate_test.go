@@ -1,0 +1,357 @@
+package diffusiongemma_test
+
+import (
+	"errors"
+	"math/rand/v2"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/dgtune/dgtune/lora"
+	dg "github.com/dgtune/dgtune/model/diffusiongemma"
+	"github.com/dgtune/dgtune/mx"
+	"github.com/dgtune/dgtune/mx/mxtest"
+	"github.com/dgtune/dgtune/objective"
+	"github.com/dgtune/dgtune/optim"
+)
+
+func preset(t *testing.T, name string) *dg.Config {
+	t.Helper()
+	cfg, err := dg.Preset(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+func policy(t *testing.T, cfg *dg.Config, p string) *dg.Quantization {
+	t.Helper()
+	q, err := dg.QuantizationPolicy(cfg, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q
+}
+
+// TestEstimateWeightsTiny checks the weight, adapter and optimizer terms on the tiny
+// preset (vocab 512, hidden 64, 2 layers: 0 sliding with 4×16 q and 2×16 k/v, 1 full with
+// 4×32 q and 1×32 k; intermediate 128; 4 experts of 32).
+//
+// Quantizable elements: embedding 512·64 = 32768; self-conditioning 3·128·64 = 24576;
+// layer 0: q 64·64 + k 32·64 + v 32·64 + o 64·64 + mlp 3·128·64 + router 4·64 + experts
+// 4·64·64 + 4·64·32 = 4096+2048+2048+4096+24576+256+16384+8192 = 61696; layer 1: q 128·64
+// + k 32·64 + o 64·128 + mlp 24576 + router 256 + experts 24576 = 67840; total 186880.
+// The expert down projection's input (32) is not a multiple of 64, so the group is 32.
+// At 4 bits with scales and biases in the compute dtype, one element costs 4/8 byte plus
+// 2·size/32: 0.75 B in float32, 0.625 B in bfloat16.
+// Other tensors: final norm 64, pre_norm 64, 2 encoder scalars, and per layer q/k norms
+// (2·16 | 2·32), router scale 64, per-expert scale 4, 7 norms of 64 and a scalar:
+// 64+64+2 + 549 + 581 = 1260 elements, 4 (or 2) bytes each.
+//
+// LoRA on the seven default keys: Σ(in+out) = layer 0: 128+96+96+128+192+192+192 = 1024,
+// layer 1 (no v): 192+96+192+192+192+192 = 1056 → 2080·8 = 16640 parameters, 4 bytes each
+// for A/B, again for gradients, twice for AdamW's m and v.
+func TestEstimateWeightsTiny(t *testing.T) {
+	cfg := preset(t, dg.PresetTiny)
+	q := policy(t, cfg, dg.Bits4)
+	tests := []struct {
+		dt          mx.DType
+		wantWeights int64
+	}{
+		{mx.Float32, 186880*3/4 + 1260*4},  // 140160 + 5040 = 145200
+		{mx.BFloat16, 186880*5/8 + 1260*2}, // 116800 + 2520 = 119320
+	}
+	for _, tc := range tests {
+		est, err := dg.EstimateOptions{Quantization: q, Rank: 8, PromptLen: 16, CanvasLen: 16, DType: tc.dt}.Estimate(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if est.Weights != tc.wantWeights {
+			t.Errorf("%s: Weights = %d, want %d", tc.dt, est.Weights, tc.wantWeights)
+		}
+		if est.TrainableParams != 16640 || est.LoRAParams != 66560 || est.Gradients != 66560 || est.OptimizerState != 133120 {
+			t.Errorf("%s: params %d, LoRA %d, gradients %d, optimizer %d; want 16640, 66560, 66560, 133120",
+				tc.dt, est.TrainableParams, est.LoRAParams, est.Gradients, est.OptimizerState)
+		}
+		if est.AdaptedLinears != 13 {
+			t.Errorf("%s: AdaptedLinears = %d, want 13", tc.dt, est.AdaptedLinears)
+		}
+	}
+	// Unquantized: every element in float32.
+	est, err := dg.EstimateOptions{Rank: 8, PromptLen: 1, CanvasLen: 1}.Estimate(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := int64(186880+1260) * 4; est.Weights != want {
+		t.Errorf("unquantized: Weights = %d, want %d", est.Weights, want)
+	}
+}
+
+// oneLayer is the tiny preset cut to a single (full-attention) layer: 4 query heads of 32,
+// one kv head of 32 (q width 128, k width 32, no v_proj), hidden 64, intermediate 128,
+// 4 experts of 32 with top-2, vocab 512.
+func oneLayer(t *testing.T) *dg.Config {
+	cfg := preset(t, dg.PresetTiny)
+	cfg.TextConfig.NumHiddenLayers = 1
+	cfg.TextConfig.LayerTypes = []dg.LayerType{dg.FullAttention}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// TestEstimateActivationsOneLayer counts, by hand, the float32 elements of a 4-bit
+// one-layer model on an empty prompt and a 2-token canvas (s = 2 queries, 2 keys), rank 8.
+//
+// Everything kept (RetainGraph), in elements:
+//
+//	input norm 2·64 = 128
+//	q: x·A 2·8 + 3 LoRA temporaries 3·2·128 + sum 2·128 = 1040; q_norm, transpose 512; RoPE 256
+//	k: 16 + 3·64 + 64 = 272; k_norm, transpose 128; RoPE 64
+//	v (from the raw k): norm 64, transpose 64; kᵀ 2·32 = 64
+//	scores: q·kᵀ and ·scale 2·4·2·2 = 32, probabilities 16; probs·v 256, transposed 256
+//	o: 16 + 3·2·64 + 2·64 = 528
+//	post-attention norm, h_mid, u: 3·128 = 384
+//	gate, up: 2·(16 + 3·256 + 256) = 2080; GELU 9·256 = 2304; GELU·up 256
+//	down: 16 + 3·128 + 128 = 528; post_feedforward_layernorm_1 128
+//	router: norm, ·scale 256, ·root 128, scores 2·4 = 8, indices 4 (int32), four [2, 2] = 16
+//	experts: z 128, rows 2·2·64 = 256, gate_up 2·2·64 = 256, gate and up 256, GELU 9·128 =
+//	  1152, GELU·up 128, outputs 256, ·weights 256, Σ 128, norm 128 = 2944
+//	merge: 4·128 = 512
+//	layer total 13228; first-layer inputs (0+2)·64 = 128
+//	head: final norm 2·64 = 128, z and z/30 2·2·512 = 2048, tanh and logits 2048, CE terms
+//	  6·2 = 12 → 4236; backward transient 3·2·512 = 3072
+//	total 13228 + 128 + 4236 + 3072 = 20664 elements = 82656 bytes.
+//
+// Only what VJPs read (RetainNeeded): input norm 128; q: x·A 16, sum 256, RoPE 256; k: x·A
+// 16, sum 64, RoPE 64; transposed v 64; probabilities 16; o: its input 256, x·A 16, sum 128;
+// h_mid 128, u 128; gate and up: 2·(16 + 256); GELU out 256; GELU·up 256; down: 16 + 128;
+// router softmax and weights 2·4; experts: gate/up 256, GELU out 128, outputs 256, Σ 128;
+// h1+h2 128, layer out 128 → 3768; logits and tanh 2048; backward 3072 → 8888 elements =
+// 35552 bytes.
+func TestEstimateActivationsOneLayer(t *testing.T) {
+	cfg := oneLayer(t)
+	q := policy(t, cfg, dg.Bits4)
+	for _, tc := range []struct {
+		r    dg.Retention
+		want int64
+	}{{dg.RetainGraph, 82656}, {dg.RetainNeeded, 35552}} {
+		est, err := dg.EstimateOptions{Quantization: q, Rank: 8, PromptLen: 0, CanvasLen: 2, Retention: tc.r}.Estimate(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if est.Activations != tc.want {
+			t.Errorf("%s: Activations = %d, want %d", tc.r, est.Activations, tc.want)
+		}
+	}
+	// EstimateMemory adds GOGC 100's headroom: the live peak once more. Weights: 4-bit
+	// elements 32768 + 24576 + 67840 = 125184 at 0.75 B, plus (64+64+1+581)·4 → 93888 + 2840
+	// = 96728; LoRA 1056·8 = 8448 parameters → 33792 B each for A/B and gradients, 67584 for
+	// m and v. Live = 96728 + 33792 + 33792 + 67584 + 82656 = 314552.
+	est, err := dg.EstimateMemory(cfg, q, 8, nil, 0, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if est.Weights != 96728 || est.GCHeadroom != 314552 || est.Total != 629104 {
+		t.Errorf("EstimateMemory: weights %d, headroom %d, total %d; want 96728, 314552, 629104", est.Weights, est.GCHeadroom, est.Total)
+	}
+}
+
+// TestEstimateRealGeometry: the 26B-A4B text model at 4 bits, rank 8, prompt 512, canvas
+// 256. Its quantizable tensors hold 25,250,283,520 elements (embedding 262144·2816, 30
+// layers of attention, dense MLP, router and 128 experts of 1408·2816 + 2816·704, §2.2)
+// and the rest 703,292. At 4 bits with float32 scales and biases (group 64): 25250283520·
+// (1/2 + 8/64) + 703292·4 = 15,784,240,368 B (14.7 GiB); with bfloat16 scales 1/2 + 4/64:
+// 14,204,691,064 B (13.2 GiB). §5.3: 9,292,800 trainable parameters.
+func TestEstimateRealGeometry(t *testing.T) {
+	cfg := preset(t, dg.PresetReal)
+	q := policy(t, cfg, dg.Bits4)
+	est, err := dg.EstimateMemory(cfg, q, 8, nil, 512, 256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("\n%s", est)
+	if est.Weights != 15784240368 {
+		t.Errorf("Weights = %d, want 15784240368", est.Weights)
+	}
+	if est.TrainableParams != 9292800 || est.AdaptedLinears != 205 {
+		t.Errorf("trainable %d on %d linears, want 9292800 on 205", est.TrainableParams, est.AdaptedLinears)
+	}
+	bf, err := dg.EstimateOptions{Quantization: q, Rank: 8, PromptLen: 512, CanvasLen: 256, DType: mx.BFloat16}.Estimate(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bf.Weights != 14204691064 {
+		t.Errorf("bfloat16 Weights = %d, want 14204691064", bf.Weights)
+	}
+	// The logits alone are [256, 262144] float32 = 256 MiB per copy; the graph keeps four
+	// and the backward adds three, so activations are at least 7·256 MiB.
+	if est.Activations < 7*256<<20 {
+		t.Errorf("Activations = %d, below the 7 logit copies %d", est.Activations, 7*256<<20)
+	}
+	for _, want := range []string{"weights", "experts", "activations", "attention scores", "Go GC headroom (GOGC 100)", "total"} {
+		if !strings.Contains(est.String(), want) {
+			t.Errorf("String() lacks %q:\n%s", want, est)
+		}
+	}
+}
+
+// TestEstimateTracksEngine runs one LoRA step of the tiny preset on the go engine and
+// compares the live heap at the end of the forward pass (weights, adapters, AdamW state and
+// the recorded graph) with the estimate of the same parts: the issue asks for 1.5×.
+func TestEstimateTracksEngine(t *testing.T) {
+	const n, l = 24, 16
+	e := mxtest.Go(t)
+	cfg := preset(t, dg.PresetTiny)
+	base := liveHeap()
+	w, err := dg.Synthesize(e, cfg, 1, dg.Bits4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := dg.Build(e, cfg, w, dg.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w = nil
+	a, err := lora.Attach(m, lora.DefaultConfig(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opt, err := optim.NewAdamW(optim.Params(a.Params()), optim.AdamWDefaults(1e-4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	ids := func(k int) []int32 {
+		v := make([]int32, k)
+		for i := range v {
+			v[i] = int32(rng.IntN(cfg.TextConfig.VocabSize))
+		}
+		return v
+	}
+	ex := objective.Example{Prompt: ids(n), Target: ids(l)}
+	obj := objective.Reference(0.4, 0.8)
+	var live int64
+	for step := range 2 { // the second step has AdamW's state
+		c := obj.Draw(mx.Key(e, uint64(step)), ex.Target, cfg.TextConfig.VocabSize)
+		params := optim.Params(a.Params())
+		_, g, err := optim.ValueAndGrad(params, a.SetParams, func() *mx.Array {
+			loss, _ := objective.BatchLoss([]objective.Terms{obj.ExampleTerms(m, ex, c)})
+			mx.Eval(loss)
+			live = liveHeap() - base
+			return loss
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := a.SetParams(opt.Update(params, g)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	est, err := dg.EstimateMemory(cfg, cfg.Quantization, 8, nil, n, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := est.Weights + est.LoRAParams + est.OptimizerState + est.Activations
+	ratio := float64(live) / float64(want)
+	t.Logf("live heap after the forward %d B, estimate %d B, ratio %.2f", live, want, ratio)
+	if ratio > 1.5 || ratio < 1/1.5 {
+		t.Errorf("live heap %d B is %.2f× the estimate %d B, want within 1.5×", live, ratio, want)
+	}
+	runtime.KeepAlive(m)
+}
+
+func liveHeap() int64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return int64(ms.HeapAlloc)
+}
+
+// TestEstimateBadInput: each bad argument is an error naming it, never a panic.
+func TestEstimateBadInput(t *testing.T) {
+	cfg := preset(t, dg.PresetTiny)
+	ok := dg.EstimateOptions{Rank: 8, PromptLen: 4, CanvasLen: 4}
+	bad := *cfg
+	bad.TextConfig.HiddenSize = 0
+	tests := []struct {
+		name string
+		cfg  *dg.Config
+		edit func(o *dg.EstimateOptions)
+		is   error
+		want string
+	}{
+		{"nil config", nil, func(*dg.EstimateOptions) {}, dg.ErrEstimateConfig, "no config"},
+		{"negative prompt", cfg, func(o *dg.EstimateOptions) { o.PromptLen = -1 }, dg.ErrEstimateLengths, "prompt -1"},
+		{"empty canvas", cfg, func(o *dg.EstimateOptions) { o.CanvasLen = 0 }, dg.ErrEstimateLengths, "canvas 0"},
+		{"rank 0", cfg, func(o *dg.EstimateOptions) { o.Rank = 0 }, dg.ErrEstimateRank, "0 (want ≥ 1)"},
+		{"unknown key", cfg, func(o *dg.EstimateOptions) { o.Keys = []string{"self_attn.x_proj"} }, nil, `"self_attn.x_proj"`},
+		{"num_layers", cfg, func(o *dg.EstimateOptions) { o.NumLayers = 3 }, nil, "num_layers 3"},
+		{"GC percent", cfg, func(o *dg.EstimateOptions) { o.GCPercent = -5 }, nil, "GC percent -5"},
+		{"retention", cfg, func(o *dg.EstimateOptions) { o.Retention = 7 }, nil, "retention 7"},
+		{"dtype", cfg, func(o *dg.EstimateOptions) { o.DType = mx.Int32 }, nil, "not a float type"},
+		{"bits", cfg, func(o *dg.EstimateOptions) { o.Quantization = &dg.Quantization{Bits: 7, GroupSize: 64} }, nil, "bits 7"},
+		{"group", cfg, func(o *dg.EstimateOptions) { o.Quantization = &dg.Quantization{Bits: 4, GroupSize: 48} }, nil, "group_size 48"},
+		{"invalid config", &bad, func(*dg.EstimateOptions) {}, nil, "hidden_size"},
+	}
+	for _, tc := range tests {
+		o := ok
+		tc.edit(&o)
+		_, err := o.Estimate(tc.cfg)
+		if err == nil {
+			t.Errorf("%s: no error", tc.name)
+			continue
+		}
+		if tc.is != nil && !errors.Is(err, tc.is) {
+			t.Errorf("%s: error %v is not %v", tc.name, err, tc.is)
+		}
+		if !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %q lacks %q", tc.name, err, tc.want)
+		}
+	}
+	if _, err := dg.EstimateMemory(nil, nil, 8, nil, 1, 1); !errors.Is(err, dg.ErrEstimateConfig) {
+		t.Errorf("EstimateMemory(nil) error %v, want %v", err, dg.ErrEstimateConfig)
+	}
+	if _, err := dg.QuantizationPolicy(cfg, "3"); err == nil || !strings.Contains(err.Error(), `"3"`) {
+		t.Errorf("QuantizationPolicy(3) error %v, want one naming the policy", err)
+	}
+	if _, err := dg.QuantizationPolicy(nil, dg.Bits4); !errors.Is(err, dg.ErrEstimateConfig) {
+		t.Errorf("QuantizationPolicy(nil) error %v, want %v", err, dg.ErrEstimateConfig)
+	}
+}
+
+// TestQuantizationPolicy: "mixed" is 4-bit by default with the attention, dense-MLP and
+// router linears at 8 (tiny: 8 in layer 0, 7 in layer 1 without v_proj); "0" is no map.
+func TestQuantizationPolicy(t *testing.T) {
+	cfg := preset(t, dg.PresetTiny)
+	q := policy(t, cfg, dg.BitsMixed)
+	if q.Bits != 4 || q.GroupSize != 32 || len(q.Modules) != 15 {
+		t.Fatalf("mixed: bits %d, group %d, %d overrides; want 4, 32, 15", q.Bits, q.GroupSize, len(q.Modules))
+	}
+	for _, m := range []string{"model.decoder.layers.0.self_attn.v_proj", "model.decoder.layers.1.router.proj", "model.decoder.layers.1.mlp.down_proj"} {
+		if bits, _, ok := q.For(m); !ok || bits != 8 {
+			t.Errorf("mixed: %s has %d bits (quantized %v), want 8", m, bits, ok)
+		}
+	}
+	if bits, _, _ := q.For("model.decoder.layers.0.experts.down_proj"); bits != 4 {
+		t.Errorf("mixed: experts have %d bits, want 4", bits)
+	}
+	if q := policy(t, cfg, dg.BitsNone); q != nil {
+		t.Errorf("policy 0 = %+v, want nil", q)
+	}
+}
+
+func TestFormatBytes(t *testing.T) {
+	tests := []struct {
+		n    int64
+		want string
+	}{
+		{0, "0 B"}, {1023, "1023 B"}, {1024, "1.00 KiB"}, {1536, "1.50 KiB"},
+		{10 << 10, "10.0 KiB"}, {10239, "10.0 KiB"}, {102350, "100 KiB"}, {200 << 20, "200 MiB"}, {15784240368, "14.7 GiB"},
+	}
+	for _, tc := range tests {
+		if got := dg.FormatBytes(tc.n); got != tc.want {
+			t.Errorf("FormatBytes(%d) = %q, want %q", tc.n, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,59 @@
+//go:build amd64 && !purego
+
+package sgemm
+
+import "golang.org/x/sys/cpu"
+
+func hasAVX2FMA() bool { return cpu.X86.HasAVX2 && cpu.X86.HasFMA }
+
+// defaultKernels are the AVX2/FMA kernels where the CPU has both, the Go kernel otherwise.
+func defaultKernels() kernels {
+	if hasAVX2FMA() {
+		return kernels{tile6x16: kernelAVX2, row: rowAVX2}
+	}
+	return goKernels()
+}
+
+// kernelName says which micro-kernels Gemm uses, for benchmarks and reports.
+func kernelName() string {
+	if hasAVX2FMA() {
+		return "avx2-fma"
+	}
+	return "go"
+}
+
+// kernelAVX2 checks the slice bounds the assembly relies on, then runs it.
+func kernelAVX2(kc int, a, b []float32, ldb int, c []float32, ldc int, acc bool) {
+	if kc == 0 {
+		storeTile(c, ldc, acc, &[mr * nr]float32{})
+		return
+	}
+	_ = a[kc*mr-1]
+	_ = b[(kc-1)*ldb+nr-1]
+	_ = c[(mr-1)*ldc+nr-1]
+	kern6x16(kc, &a[0], &b[0], ldb, &c[0], ldc, acc)
+}
+
+// rowAVX2 checks the slice bounds the assembly relies on, then runs it.
+func rowAVX2(kc int, a []float32, astride int, b []float32, ldb int, sums []float32) {
+	n := len(sums)
+	if kc == 0 || n == 0 {
+		return
+	}
+	if n%rowUnit != 0 {
+		panic("sgemm: row kernel width not a multiple of 32")
+	}
+	_ = a[(kc-1)*astride]
+	_ = b[(kc-1)*ldb+n-1]
+	rowFMA(kc, &a[0], astride, &b[0], ldb, &sums[0], n)
+}
+
+// kern6x16 is kernelAVX2 without bounds checks; kc must be positive.
+//
+//go:noescape
+func kern6x16(kc int, a, b *float32, ldb int, c *float32, ldc int, acc bool)
+
+// rowFMA is rowAVX2 without bounds checks; kc and n must be positive, n a multiple of 32.
+//
+//go:noescape
+func rowFMA(kc int, a *float32, astride int, b *float32, ldb int, c *float32, n int)

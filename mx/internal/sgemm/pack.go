@@ -1,0 +1,87 @@
+package sgemm
+
+// packA copies rows i0..i0+mt of op(A), columns pc..pc+kb, into mr-row micro-panels:
+// panel q holds dst[q·kb·mr + p·mr + i] = op(A)[i0 + q·mr + i, pc + p]. Rows past mt
+// are zero so the kernel can always compute a full mr rows.
+func packA(dst, a []float32, lda int, t Trans, i0, mt, pc, kb int) {
+	for ir := 0; ir < mt; ir += mr {
+		mm := min(mr, mt-ir)
+		panel := dst[ir*kb : (ir+mr)*kb]
+		if t {
+			// op(A)[i, p] = a[p·lda + i]: each k step reads mm consecutive values.
+			for p := range kb {
+				src := a[(pc+p)*lda+i0+ir:]
+				d := panel[p*mr : p*mr+mr]
+				copy(d, src[:mm])
+				clear(d[mm:])
+			}
+			continue
+		}
+		if mm == mr {
+			r0 := a[(i0+ir)*lda+pc:]
+			r1 := a[(i0+ir+1)*lda+pc:]
+			r2 := a[(i0+ir+2)*lda+pc:]
+			r3 := a[(i0+ir+3)*lda+pc:]
+			r4 := a[(i0+ir+4)*lda+pc:]
+			r5 := a[(i0+ir+5)*lda+pc:]
+			r0, r1, r2, r3, r4, r5 = r0[:kb], r1[:kb], r2[:kb], r3[:kb], r4[:kb], r5[:kb]
+			for p := range kb {
+				d := panel[p*mr : p*mr+mr : p*mr+mr]
+				d[0], d[1], d[2], d[3], d[4], d[5] = r0[p], r1[p], r2[p], r3[p], r4[p], r5[p]
+			}
+			continue
+		}
+		clear(panel)
+		for i := range mm {
+			row := a[(i0+ir+i)*lda+pc:]
+			row = row[:kb]
+			for p, v := range row {
+				panel[p*mr+i] = v
+			}
+		}
+	}
+}
+
+// packB copies columns j0..j0+nt of op(B), rows pc..pc+kb, into nr-column
+// micro-panels: panel q holds dst[q·kb·nr + p·nr + j] = op(B)[pc + p, j0 + q·nr + j],
+// zero past nt.
+func packB(dst, b []float32, ldb int, t Trans, pc, kb, j0, nt int) {
+	if !t {
+		packBRows(dst, b, ldb, pc, kb, j0, nt)
+		return
+	}
+	for jr := 0; jr < nt; jr += nr {
+		nn := min(nr, nt-jr)
+		panel := dst[jr*kb : (jr+nr)*kb]
+		// op(B)[p, j] = b[j·ldb + p]: walk each stored row (one column of op(B)).
+		if nn < nr {
+			clear(panel)
+		}
+		for j := range nn {
+			col := b[(j0+jr+j)*ldb+pc:]
+			col = col[:kb]
+			for p, v := range col {
+				panel[p*nr+j] = v
+			}
+		}
+	}
+}
+
+// packBRows is packB for an untransposed B. It reads B one row at a time, left to
+// right, so the hardware prefetcher sees a few long sequential streams instead of kb
+// short ones per panel.
+func packBRows(dst, b []float32, ldb, pc, kb, j0, nt int) {
+	full := nt / nr * nr
+	for p := range kb {
+		row := b[(pc+p)*ldb+j0:]
+		row = row[:nt]
+		for jr := 0; jr < full; jr += nr {
+			*(*[nr]float32)(dst[jr*kb+p*nr:]) = *(*[nr]float32)(row[jr:])
+		}
+		if full < nt {
+			d := dst[full*kb+p*nr : full*kb+p*nr+nr]
+			copy(d, row[full:])
+			clear(d[nt-full:])
+		}
+	}
+}
