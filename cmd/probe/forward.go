@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/dgtune/dgtune/imageproc"
 	"github.com/dgtune/dgtune/lora"
 	dg "github.com/dgtune/dgtune/model/diffusiongemma"
 	"github.com/dgtune/dgtune/mx"
@@ -18,18 +19,17 @@ import (
 func forwardCommand() *cobra.Command {
 	var modelDir, promptS, canvasS, adapterDir, backend, image, targetS, corruptS, positions, out string
 	cmd := &cobra.Command{
-		Use:   "forward --model DIR --prompt 2,105,... --canvas 5,9,... [--adapter DIR] [--target ... --corrupt ...] --out FILE.safetensors",
+		Use:   "forward --model DIR --prompt 2,105,... --canvas 5,9,... [--adapter DIR] [--image FILE] [--target ... --corrupt ...] --out FILE.safetensors",
 		Short: "Dump the logits (and loss and adapter gradients) of one forward pass",
 		Long: "Run encoder(prompt) → decoder(canvas) with fresh caches and no self-conditioning and write\n" +
 			"`logits` (f32 [1, L, V], softcapped). With --target and --corrupt also write `loss` (f32 [1]) and,\n" +
-			"for every tensor K of the adapter, `grad.K` = d loss / d K. Needs only config.json and the weights.",
+			"for every tensor K of the adapter, `grad.K` = d loss / d K. Needs only config.json and the weights.\n" +
+			"With --image the prompt holds the config's image_token_id once; it is expanded to boi + one image\n" +
+			"token per soft token + eoi, as the chat path does, and the image enters the encoder.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if modelDir == "" || out == "" {
 				return fmt.Errorf("--model and --out are required")
-			}
-			if image != "" {
-				return fmt.Errorf("--image: image prompts are not supported yet (the vision tower is not implemented)")
 			}
 			prompt, err := parseIDs("--prompt", promptS)
 			if err != nil {
@@ -68,11 +68,25 @@ func forwardCommand() *cobra.Command {
 					return err
 				}
 			}
+			var srcs []*imageproc.Source
+			if image != "" {
+				if prompt, srcs, err = withImage(m.Config, prompt, image); err != nil {
+					return err
+				}
+			}
+			images, err := m.Images(srcs)
+			if err != nil {
+				return err
+			}
 			pa := mx.FromInt32(e, prompt, 1, len(prompt))
 			ca := mx.FromInt32(e, canvas, 1, len(canvas))
-			result := map[string]*mx.Array{"logits": m.Forward(pa, ca)}
+			logits, err := m.ForwardWithImages(pa, ca, images)
+			if err != nil {
+				return err
+			}
+			result := map[string]*mx.Array{"logits": logits}
 			if targetS != "" || corruptS != "" {
-				if err := addLoss(result, m, adapter, prompt, canvas, targetS, corruptS, positions); err != nil {
+				if err := addLoss(result, m, adapter, prompt, srcs, canvas, targetS, corruptS, positions); err != nil {
 					return err
 				}
 			}
@@ -99,7 +113,7 @@ func forwardCommand() *cobra.Command {
 
 // addLoss computes the denoising loss of the given corruption and its gradient with
 // respect to every adapter tensor.
-func addLoss(result map[string]*mx.Array, m *dg.Model, adapter *lora.Adapter, prompt, canvas []int32, targetS, corruptS, positions string) error {
+func addLoss(result map[string]*mx.Array, m *dg.Model, adapter *lora.Adapter, prompt []int32, images []*imageproc.Source, canvas []int32, targetS, corruptS, positions string) error {
 	target, err := parseIDs("--target", targetS)
 	if err != nil {
 		return err
@@ -123,7 +137,7 @@ func addLoss(result map[string]*mx.Array, m *dg.Model, adapter *lora.Adapter, pr
 	if err := obj.Validate(); err != nil {
 		return err
 	}
-	ex := objective.Example{Prompt: prompt, Target: target}
+	ex := objective.Example{Prompt: prompt, Target: target, Images: images}
 	lossOf := func() *mx.Array {
 		loss, _ := objective.BatchLoss([]objective.Terms{obj.ExampleTerms(m, ex, c)})
 		return mx.Reshape(loss, 1)
@@ -141,6 +155,25 @@ func addLoss(result map[string]*mx.Array, m *dg.Model, adapter *lora.Adapter, pr
 		result["grad."+n] = mx.AsType(g, mx.Float32)
 	}
 	return nil
+}
+
+// withImage reads the --image file and expands the prompt's single image placeholder into
+// its image block.
+func withImage(cfg *dg.Config, prompt []int32, path string) ([]int32, []*imageproc.Source, error) {
+	src, err := imageproc.Open(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--image: %w", err)
+	}
+	srcs := []*imageproc.Source{src}
+	soft, err := cfg.SoftTokens(srcs)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--image: %w", err)
+	}
+	expanded, err := dg.ExpandImageTokens(prompt, cfg, soft)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--image: %w (put image_token_id %d once in --prompt)", err, cfg.ImageTokenID)
+	}
+	return expanded, srcs, nil
 }
 
 func parseIDs(flag, s string) ([]int32, error) {

@@ -15,14 +15,15 @@ import (
 func mkmodelCommand() *cobra.Command {
 	var preset, bits, tok, out, corpus, backend string
 	var seed uint64
-	var verbose bool
+	var verbose, vision bool
 	var window, layers, canvas int
 	cmd := &cobra.Command{
-		Use:   "mkmodel --preset tiny|small|bench|real --seed N [--bits 0|4|8|mixed] [--tokenizer bpe|bytes] --out DIR",
+		Use:   "mkmodel --preset tiny|small|bench|real --seed N [--bits 0|4|8|mixed] [--tokenizer bpe|bytes] [--vision] --out DIR",
 		Short: "Write a synthetic DiffusionGemma checkpoint in the MLX layout",
 		Long: "Write a synthetic checkpoint: config.json (nested layout), generation_config.json, model.safetensors\n" +
 			"(MLX affine packing when quantized) and tokenizer.json. --preset real writes only the configs and prints\n" +
-			"the parameter count: its 26B weights are never materialised.",
+			"the parameter count: its 26B weights are never materialised. --vision adds a tiny vision tower\n" +
+			"(hidden 32, 2 layers, 16 soft tokens per image) to the synthetic presets; real always has its tower.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if out == "" {
@@ -35,11 +36,21 @@ func mkmodelCommand() *cobra.Command {
 			if err := overrideGeometry(cfg, window, layers, canvas); err != nil {
 				return err
 			}
+			if vision && cfg.VisionConfig == nil {
+				dg.WithSyntheticVision(cfg)
+			}
 			total, active := dg.CountParams(cfg)
 			w := cmd.OutOrStdout()
 			fmt.Fprintf(w, "preset %s: %d parameters (%.3fB), %d active per token (%.3fB)\n", preset, total, float64(total)/1e9, active, float64(active)/1e9)
+			if vision {
+				fmt.Fprintf(w, "vision tower: %d parameters\n", dg.CountVisionParams(cfg))
+			}
 			if verbose {
-				for _, ts := range dg.ExpectedTensors(cfg) {
+				tensors := dg.ExpectedTensors(cfg)
+				if vision {
+					tensors = append(tensors, dg.VisionTensors(cfg)...)
+				}
+				for _, ts := range tensors {
 					fmt.Fprintf(w, "  %s %v\n", ts.Name, ts.Shape)
 				}
 			}
@@ -90,6 +101,7 @@ func mkmodelCommand() *cobra.Command {
 	f.StringVar(&out, "out", "", "output directory")
 	f.StringVar(&backend, "backend", "go", "engine used to quantize")
 	f.BoolVar(&verbose, "verbose", false, "list every tensor and its logical shape")
+	f.BoolVar(&vision, "vision", false, "add a tiny vision tower (image-text checkpoints; see probe forward --image)")
 	f.IntVar(&window, "sliding-window", 0, "override the preset's sliding_window")
 	f.IntVar(&layers, "layers", 0, "override the preset's num_hidden_layers (layer pattern [sliding×5, full], last full)")
 	f.IntVar(&canvas, "canvas", 0, "override the preset's canvas_length")

@@ -229,3 +229,14 @@ func equal(a, b []int) bool {
 	}
 	return true
 }
+
+func TestEstimate(t *testing.T) {
+	out := mustProbe(t, "estimate", "--preset", "real", "--bits", "4", "--rank", "8", "--prompt-len", "512", "--canvas-len", "256")
+	// 205 adapted linears and 9,292,800 LoRA parameters at rank 8 (spec §5.3).
+	if !strings.Contains(out, "205 linears (9292800 params)") || !strings.Contains(out, "total") {
+		t.Fatalf("estimate output:\n%s", out)
+	}
+	if _, _, code := probe(t, "estimate"); code != 1 {
+		t.Fatalf("estimate without --model/--preset: exit %d, want 1", code)
+	}
+}

@@ -1,0 +1,64 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	dg "github.com/dgtune/dgtune/model/diffusiongemma"
+)
+
+func estimateCommand() *cobra.Command {
+	var modelDir, preset, bits string
+	var rank, promptLen, canvasLen, numLayers int
+	var needed bool
+	cmd := &cobra.Command{
+		Use:   "estimate (--model DIR | --preset NAME [--bits 4]) --rank R --prompt-len N --canvas-len L",
+		Short: "Predict a LoRA training step's peak memory on the go engine from shapes alone",
+		Long: "Predict peak memory from the config alone (no weights are read): base weights (packed codes and\n" +
+			"scales per the quantization map), LoRA parameters, gradients, AdamW state, the activations the\n" +
+			"backward keeps, and Go's GC headroom (GOGC=100).",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var cfg *dg.Config
+			var err error
+			switch {
+			case modelDir != "":
+				cfg, err = dg.LoadConfig(modelDir)
+			case preset != "":
+				cfg, err = dg.Preset(preset)
+			default:
+				err = fmt.Errorf("give --model or --preset")
+			}
+			if err != nil {
+				return err
+			}
+			q := cfg.Quantization
+			if bits != "" {
+				if q, err = dg.QuantizationPolicy(cfg, bits); err != nil {
+					return err
+				}
+			}
+			opt := dg.EstimateOptions{Quantization: q, Rank: rank, NumLayers: numLayers, PromptLen: promptLen, CanvasLen: canvasLen, GCPercent: 100}
+			if needed {
+				opt.Retention = dg.RetainNeeded
+			}
+			est, err := opt.Estimate(cfg)
+			if err != nil {
+				return err
+			}
+			fmt.Fprint(cmd.OutOrStdout(), est.String())
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&modelDir, "model", "", "checkpoint directory (only config.json is read)")
+	f.StringVar(&preset, "preset", "", "synthetic preset instead of --model: tiny, small, bench or real")
+	f.StringVar(&bits, "bits", "", "quantization policy 0, 4, 8 or mixed (default: the checkpoint's map)")
+	f.IntVar(&rank, "rank", 8, "LoRA rank")
+	f.IntVar(&numLayers, "num-layers", -1, "adapted layers (-1 = all)")
+	f.IntVar(&promptLen, "prompt-len", 512, "prompt tokens")
+	f.IntVar(&canvasLen, "canvas-len", 256, "canvas tokens")
+	f.BoolVar(&needed, "needed-only", false, "count only what the backward reads (a leaner engine's floor)")
+	return cmd
+}
