@@ -14,6 +14,22 @@
 //	                                         message is the prompt conversation
 //	{"text": "..."}                          no prompt; the whole text is the target
 //
+// A message's content may also be a list of parts, as in the HF/OpenAI multimodal form:
+//
+//	{"role": "user", "content": [{"type": "image", "path": "img/cat.png"},
+//	                             {"type": "text", "text": "What is this?"}]}
+//
+// Text parts are trimmed and joined with nothing in between; each image part becomes the
+// chat template's <|image|> placeholder at its place (the model code expands it into the
+// image's soft tokens). Image paths are relative to the data file ("image" is accepted for
+// "path"); parquet parts may carry the image's bytes instead, as binary "image" or
+// "bytes" (or an HF Image struct<bytes, path>), with content typed
+// list<struct<type, text, path, image>>. Images are allowed in prompt turns only. Every
+// image is read and fully decoded when the file is read, so a missing, empty, truncated,
+// unsupported or oversized image is a bad row naming the part
+// ("data: train.jsonl:3: \"messages\"[0].content[0]: imageproc: ...: truncated or corrupt
+// image"); [Example.Images] keeps the checked, still-compressed files in placeholder order.
+//
 // When a row carries several formats the first match in that order wins, as in mlx-lm
 // (a row with "prompt" but no "completion" is a bad row, not a text row). A JSON null
 // counts as absent, as does a null parquet cell, so tables exported with a column per

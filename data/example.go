@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/dgtune/dgtune/data/chat"
+	"github.com/dgtune/dgtune/imageproc"
 )
 
 // Example is one training example before tokenization.
@@ -21,6 +22,9 @@ type Example struct {
 	Prompt []chat.Message
 	// Completion is the target text; never empty.
 	Completion string
+	// Images are the prompt's images in the order of their <|image|> placeholders in
+	// the rendered prompt; nil for text-only rows.
+	Images []*imageproc.Source
 }
 
 // Options select feature names and bad-row handling. The zero value uses the default
@@ -108,7 +112,14 @@ type row interface {
 	// str returns a present string feature, or the problem with it.
 	str(name string) (string, error)
 	// messages returns a present list-of-messages feature, or the problem with it.
-	messages(name string) ([]chat.Message, error)
+	messages(name string) ([]message, error)
+	// isList reports whether a present feature is a list (content given as parts).
+	isList(name string) bool
+	// parts returns a present list-of-parts feature, or the problem with it.
+	parts(name string) ([]part, error)
+	// binary returns a present feature holding bytes (parquet binary, or an HF image
+	// struct's bytes); ok is false for any other kind of value.
+	binary(name string) (b []byte, ok bool)
 }
 
 // knownRole reports whether the chat template renders role (diffusiongemma.md §7.2);
@@ -123,92 +134,107 @@ func knownRole(role string) bool {
 
 func errMissing(name string) error { return fmt.Errorf("missing %q", name) }
 
-// parseRow detects the row's format and extracts the prompt conversation and target.
-func parseRow(r row, f features) ([]chat.Message, string, error) {
+// parseRow detects the row's format and extracts the prompt conversation, its images
+// (chat rows only) and the target.
+func parseRow(r row, f features) ([]chat.Message, []imageRef, string, error) {
 	switch {
 	case r.has(f.prompt) || r.has(f.completion):
 		if !r.has(f.prompt) {
-			return nil, "", errMissing(f.prompt)
+			return nil, nil, "", errMissing(f.prompt)
 		}
 		if !r.has(f.completion) {
-			return nil, "", errMissing(f.completion)
+			return nil, nil, "", errMissing(f.completion)
 		}
 		p, err := r.str(f.prompt)
 		if err != nil {
-			return nil, "", err
+			return nil, nil, "", err
 		}
 		c, err := r.str(f.completion)
 		if err != nil {
-			return nil, "", err
+			return nil, nil, "", err
 		}
 		if c == "" {
-			return nil, "", fmt.Errorf("empty %q", f.completion)
+			return nil, nil, "", fmt.Errorf("empty %q", f.completion)
 		}
-		return []chat.Message{{Role: "user", Content: p}}, c, nil
+		return []chat.Message{{Role: "user", Content: p}}, nil, c, nil
 	case r.has(f.chat):
 		msgs, err := r.messages(f.chat)
 		if err != nil {
-			return nil, "", err
+			return nil, nil, "", err
 		}
 		return splitConversation(msgs, f.chat)
 	case r.has(f.text):
 		t, err := r.str(f.text)
 		if err != nil {
-			return nil, "", err
+			return nil, nil, "", err
 		}
 		if t == "" {
-			return nil, "", fmt.Errorf("empty %q", f.text)
+			return nil, nil, "", fmt.Errorf("empty %q", f.text)
 		}
-		return nil, t, nil
+		return nil, nil, t, nil
 	}
-	return nil, "", fmt.Errorf("none of %q/%q, %q or %q", f.prompt, f.completion, f.chat, f.text)
+	return nil, nil, "", fmt.Errorf("none of %q/%q, %q or %q", f.prompt, f.completion, f.chat, f.text)
 }
 
 // splitConversation checks a conversation and splits it into prompt and target: the
-// target is the final message, which must be a non-empty assistant turn, because any
-// turn after the last assistant message would be neither prompt nor target.
-func splitConversation(msgs []chat.Message, name string) ([]chat.Message, string, error) {
+// target is the final message, which must be a non-empty assistant turn without images,
+// because any turn after the last assistant message would be neither prompt nor target
+// and the canvas holds text only. The prompt's images come back in order.
+func splitConversation(msgs []message, name string) ([]chat.Message, []imageRef, string, error) {
 	if len(msgs) == 0 {
-		return nil, "", fmt.Errorf("%q is empty", name)
+		return nil, nil, "", fmt.Errorf("%q is empty", name)
 	}
 	for i, m := range msgs {
 		if !knownRole(m.Role) {
-			return nil, "", fmt.Errorf("%q[%d]: unknown role %q (want system, user, assistant or model)", name, i, m.Role)
+			return nil, nil, "", fmt.Errorf("%q[%d]: unknown role %q (want system, user, assistant or model)", name, i, m.Role)
 		}
 	}
 	last := msgs[len(msgs)-1]
 	if last.Role != "assistant" && last.Role != "model" {
-		return nil, "", fmt.Errorf("%q does not end with an assistant turn (last role is %q)", name, last.Role)
+		return nil, nil, "", fmt.Errorf("%q does not end with an assistant turn (last role is %q)", name, last.Role)
+	}
+	if len(last.images) > 0 {
+		return nil, nil, "", fmt.Errorf("%q[%d].%s: the final assistant turn holds an image; images belong in the prompt", name, len(msgs)-1, last.images[0].where)
 	}
 	if last.Content == "" {
-		return nil, "", fmt.Errorf("%q: final assistant turn is empty", name)
+		return nil, nil, "", fmt.Errorf("%q: final assistant turn is empty", name)
 	}
 	var prompt []chat.Message
-	if len(msgs) > 1 {
-		prompt = msgs[: len(msgs)-1 : len(msgs)-1]
+	var images []imageRef
+	for i, m := range msgs[:len(msgs)-1] {
+		prompt = append(prompt, m.Message)
+		for _, ref := range m.images {
+			ref.where = fmt.Sprintf("%q[%d].%s", name, i, ref.where)
+			images = append(images, ref)
+		}
 	}
-	return prompt, last.Content, nil
+	return prompt, images, last.Content, nil
 }
 
 // collector turns rows into examples, applying the bad-row policy in one place for
 // every file type.
 type collector struct {
-	file  string
-	feat  features
-	skip  bool
-	out   []Example
-	stats Stats
+	file   string
+	feat   features
+	skip   bool
+	out    []Example
+	stats  Stats
+	images map[string]*imageproc.Source // by cleaned path, so a file shared by rows is read once
 }
 
 // add parses one row found at line; a parse problem becomes a RowError, returned or
 // counted. A non-nil result ends the read.
 func (c *collector) add(r row, line int) error {
-	prompt, completion, err := parseRow(r, c.feat)
+	prompt, refs, completion, err := parseRow(r, c.feat)
+	if err != nil {
+		return c.bad(line, err)
+	}
+	images, err := c.sources(refs)
 	if err != nil {
 		return c.bad(line, err)
 	}
 	c.stats.Rows++
-	c.out = append(c.out, Example{Index: len(c.out), Line: line, Prompt: prompt, Completion: completion})
+	c.out = append(c.out, Example{Index: len(c.out), Line: line, Prompt: prompt, Completion: completion, Images: images})
 	return nil
 }
 

@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-
-	"github.com/dgtune/dgtune/data/chat"
 )
 
 // readJSONL feeds every non-blank line of a .jsonl file to c.
@@ -80,7 +78,7 @@ func (r jsonRow) str(name string) (string, error) {
 	return s, nil
 }
 
-func (r jsonRow) messages(name string) ([]chat.Message, error) {
+func (r jsonRow) messages(name string) ([]message, error) {
 	v := r[name]
 	if k := jsonKind(v); k != "an array" {
 		return nil, fmt.Errorf("%q is %s, want a list of messages", name, k)
@@ -89,7 +87,7 @@ func (r jsonRow) messages(name string) ([]chat.Message, error) {
 	if err := json.Unmarshal(v, &elems); err != nil {
 		return nil, fmt.Errorf("%q: %v", name, err)
 	}
-	msgs := make([]chat.Message, len(elems))
+	msgs := make([]message, len(elems))
 	for i, e := range elems {
 		if k := jsonKind(e); k != "an object" {
 			return nil, fmt.Errorf("%q[%d] is %s, want an object", name, i, k)
@@ -106,25 +104,32 @@ func (r jsonRow) messages(name string) ([]chat.Message, error) {
 	return msgs, nil
 }
 
-// messageFrom reads role and content from any row-like value (a JSON object or a
-// parquet struct), so that both report the same problems.
-func messageFrom(r row) (chat.Message, error) {
-	var m chat.Message
-	for _, f := range []struct {
-		name string
-		dst  *string
-	}{{"role", &m.Role}, {"content", &m.Content}} {
-		if !r.has(f.name) {
-			return m, errMissing(f.name)
-		}
-		s, err := r.str(f.name)
-		if err != nil {
-			return m, err
-		}
-		*f.dst = s
+func (r jsonRow) isList(name string) bool { return jsonKind(r[name]) == "an array" }
+
+func (r jsonRow) parts(name string) ([]part, error) {
+	var elems []json.RawMessage
+	if err := json.Unmarshal(r[name], &elems); err != nil {
+		return nil, fmt.Errorf("%q: %v", name, err)
 	}
-	return m, nil
+	ps := make([]part, len(elems))
+	for i, e := range elems {
+		if k := jsonKind(e); k != "an object" {
+			return nil, fmt.Errorf("%q[%d] is %s, want a part object", name, i, k)
+		}
+		var obj jsonRow
+		if err := json.Unmarshal(e, &obj); err != nil {
+			return nil, fmt.Errorf("%q[%d]: %v", name, i, err)
+		}
+		var err error
+		if ps[i], err = partFrom(obj); err != nil {
+			return nil, fmt.Errorf("%q[%d]: %w", name, i, err)
+		}
+	}
+	return ps, nil
 }
+
+// binary is never true: JSON has no bytes type (images are given by path).
+func (r jsonRow) binary(string) ([]byte, bool) { return nil, false }
 
 // jsonKind names the type of a syntactically valid JSON value for error messages.
 func jsonKind(v []byte) string {

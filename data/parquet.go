@@ -1,6 +1,7 @@
 package data
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -106,7 +107,7 @@ func (r arrowRow) str(name string) (string, error) {
 	return strings.Clone(s.Value(i)), nil
 }
 
-func (r arrowRow) messages(name string) ([]chat.Message, error) {
+func (r arrowRow) messages(name string) ([]message, error) {
 	l, ok := r.cols[name].(array.ListLike)
 	if !ok {
 		return nil, fmt.Errorf("%q is %s, want a list of messages", name, r.cols[name].DataType())
@@ -119,13 +120,9 @@ func (r arrowRow) messages(name string) ([]chat.Message, error) {
 	}
 	var fields map[string]arrow.Array
 	if ok {
-		typ := st.DataType().(*arrow.StructType)
-		fields = make(map[string]arrow.Array, st.NumField())
-		for j := range st.NumField() {
-			fields[typ.Field(j).Name] = st.Field(j)
-		}
+		fields = structFields(st)
 	}
-	msgs := make([]chat.Message, 0, end-start)
+	msgs := make([]message, 0, end-start)
 	for j := start; j < end; j++ {
 		k := len(msgs)
 		if st.IsNull(int(j)) {
@@ -138,6 +135,64 @@ func (r arrowRow) messages(name string) ([]chat.Message, error) {
 		msgs = append(msgs, m)
 	}
 	return msgs, nil
+}
+
+func (r arrowRow) isList(name string) bool {
+	_, ok := r.cols[name].(array.ListLike)
+	return ok
+}
+
+func (r arrowRow) parts(name string) ([]part, error) {
+	l := r.cols[name].(array.ListLike)
+	start, end := l.ValueOffsets(r.i)
+	vals := l.ListValues()
+	st, ok := vals.(*array.Struct)
+	if !ok && end > start {
+		return nil, fmt.Errorf("%q[0] is %s, want a part struct", name, vals.DataType())
+	}
+	fields := structFields(st)
+	ps := make([]part, 0, end-start)
+	for j := start; j < end; j++ {
+		k := len(ps)
+		if st.IsNull(int(j)) {
+			return nil, fmt.Errorf("%q[%d] is null, want a part struct", name, k)
+		}
+		p, err := partFrom(arrowRow{cols: fields, i: int(j)})
+		if err != nil {
+			return nil, fmt.Errorf("%q[%d]: %w", name, k, err)
+		}
+		ps = append(ps, p)
+	}
+	return ps, nil
+}
+
+// binary reads a binary value, or the "bytes" of a struct such as HF's Image feature
+// (struct<bytes: binary, path: string>). The bytes are copied out of arrow's buffers.
+func (r arrowRow) binary(name string) ([]byte, bool) {
+	switch a := r.cols[name].(type) {
+	case *array.Struct:
+		inner := arrowRow{cols: structFields(a), i: r.i}
+		if !inner.has("bytes") {
+			return nil, false
+		}
+		return inner.binary("bytes")
+	case interface{ Value(int) []byte }:
+		return bytes.Clone(a.Value(r.i)), true
+	}
+	return nil, false
+}
+
+// structFields names the child arrays of a struct array (nil for nil).
+func structFields(st *array.Struct) map[string]arrow.Array {
+	if st == nil {
+		return nil
+	}
+	typ := st.DataType().(*arrow.StructType)
+	fields := make(map[string]arrow.Array, st.NumField())
+	for j := range st.NumField() {
+		fields[typ.Field(j).Name] = st.Field(j)
+	}
+	return fields
 }
 
 // ParquetColumn is one column for WriteParquet: a string column (Strings) or a

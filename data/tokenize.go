@@ -3,6 +3,8 @@ package data
 import (
 	"errors"
 	"fmt"
+
+	"github.com/dgtune/dgtune/imageproc"
 )
 
 // Encoder turns an example into token ids: the prompt (chat template with the
@@ -15,6 +17,9 @@ type Pair struct {
 	Index  int // Example.Index of the example it came from
 	Prompt []int32
 	Target []int32
+	// Images are the example's images, whose image blocks the encoder has expanded in
+	// Prompt; nil for text-only examples.
+	Images []*imageproc.Source
 }
 
 // errEmptyTarget marks an example the trainer could not learn from: a canvas of length
@@ -42,7 +47,7 @@ func Tokenize(split *Split, enc Encoder, opts Options) ([]Pair, Stats, error) {
 			stats.skip(rerr)
 			continue
 		}
-		pairs = append(pairs, Pair{Index: ex.Index, Prompt: prompt, Target: target})
+		pairs = append(pairs, Pair{Index: ex.Index, Prompt: prompt, Target: target, Images: ex.Images})
 	}
 	if len(pairs) == 0 && len(split.Examples) > 0 {
 		return nil, stats, fmt.Errorf("data: %s: no example has a non-empty target (%d skipped)", split.Path, stats.Skipped)

@@ -3,6 +3,7 @@ package objective
 import (
 	"fmt"
 
+	"github.com/dgtune/dgtune/imageproc"
 	dg "github.com/dgtune/dgtune/model/diffusiongemma"
 	"github.com/dgtune/dgtune/mx"
 )
@@ -58,6 +59,9 @@ func (o Objective) Validate() error {
 // Example is one training pair of token ids.
 type Example struct {
 	Prompt, Target []int32
+	// Images are the prompt's images, one per image block of Prompt (see
+	// diffusiongemma.ExpandImageTokens); nil for text prompts.
+	Images []*imageproc.Source
 }
 
 // Corruption is one draw of noise for one example's canvas.
@@ -123,7 +127,7 @@ func (o Objective) ExampleTerms(m *dg.Model, ex Example, c Corruption) Terms {
 	e := m.Engine
 	prompt := mx.FromInt32(e, ex.Prompt, 1, len(ex.Prompt))
 	canvas := mx.FromInt32(e, c.Canvas, 1, len(c.Canvas))
-	logits := m.Forward(prompt, canvas) // [1, L, V] float32
+	logits := forward(m, prompt, canvas, ex.Images) // [1, L, V] float32
 	ce := CrossEntropy(logits, ex.Target)
 	w := o.weights(c)
 	count := 0.0
@@ -164,4 +168,21 @@ func BatchLoss(terms []Terms) (loss *mx.Array, count float64) {
 		count += t.Count
 	}
 	return mx.DivScalar(total, max(count, 1)), count
+}
+
+// forward is Model.Forward, or ForwardWithImages for an image prompt. The images were
+// decoded when the data was read and the prompt's blocks were sized from them, so a
+// failure here is a bug, not bad input.
+func forward(m *dg.Model, prompt, canvas *mx.Array, srcs []*imageproc.Source) *mx.Array {
+	if len(srcs) == 0 {
+		return m.Forward(prompt, canvas)
+	}
+	images, err := m.Images(srcs)
+	if err == nil {
+		var logits *mx.Array
+		if logits, err = m.ForwardWithImages(prompt, canvas, images); err == nil {
+			return logits
+		}
+	}
+	panic(fmt.Sprintf("objective: image prompt: %v", err))
 }

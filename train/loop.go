@@ -325,7 +325,7 @@ func (r *run) step(step int) (float64, int64, error) {
 		examples := make([]objective.Example, len(batch))
 		corr := make([]objective.Corruption, len(batch))
 		for b, p := range batch {
-			examples[b] = objective.Example{Prompt: p.Prompt, Target: p.Target}
+			examples[b] = objective.Example{Prompt: p.Prompt, Target: p.Target, Images: p.Images}
 			key := mx.Key(r.s.Engine, DeriveSeed(r.cfg.Seed, seedTrainNoise, uint64(step), uint64(micro), uint64(b)))
 			corr[b] = r.s.Objective.Draw(key, p.Target, r.s.Model.Config.TextConfig.VocabSize)
 			tokens += int64(len(p.Prompt) + len(p.Target))
@@ -441,7 +441,7 @@ func ValidationLoss(s *Session, pairs []data.Pair, seed uint64) float64 {
 		c := s.Objective.Draw(key, p.Target, vocab)
 		var t objective.Terms
 		mx.Tidy(s.Engine, func() []*mx.Array {
-			t = s.Objective.ExampleTerms(s.Model, objective.Example{Prompt: p.Prompt, Target: p.Target}, c)
+			t = s.Objective.ExampleTerms(s.Model, objective.Example{Prompt: p.Prompt, Target: p.Target, Images: p.Images}, c)
 			sum += t.Sum.Item() * t.Scale
 			return nil
 		})

@@ -4,10 +4,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/dgtune/dgtune/config"
 	"github.com/dgtune/dgtune/data"
 	"github.com/dgtune/dgtune/data/chat"
+	"github.com/dgtune/dgtune/imageproc"
 	dg "github.com/dgtune/dgtune/model/diffusiongemma"
 	"github.com/dgtune/dgtune/mx"
 	_ "github.com/dgtune/dgtune/mx/engines"
@@ -105,7 +107,8 @@ func ObjectiveFor(c config.Config, mc *dg.Config) (objective.Objective, error) {
 // NewEncoder returns the function that turns an example into (prompt, target) ids:
 // the chat template with the generation prompt for the prompt, the bare completion
 // (truncated to max_canvas) for the target, optionally followed by <turn|> and EOS
-// filling the canvas (eos_fill).
+// filling the canvas (eos_fill). Each <|image|> of the prompt is expanded into the image
+// block of the example's matching image; max_prompt may not cut into an image.
 func NewEncoder(c config.Config, tok *tokenizer.Tokenizer, mc *dg.Config) (data.Encoder, error) {
 	var turnEnd, eos int32 = -1, -1
 	if c.EOSFill {
@@ -127,8 +130,17 @@ func NewEncoder(c config.Config, tok *tokenizer.Tokenizer, mc *dg.Config) (data.
 		if err != nil {
 			return nil, nil, err
 		}
+		if prompt, err = expandImages(prompt, ex.Images, tok, mc); err != nil {
+			return nil, nil, err
+		}
 		if c.MaxPrompt > 0 && len(prompt) > c.MaxPrompt {
-			prompt = prompt[len(prompt)-c.MaxPrompt:]
+			cut := len(prompt) - c.MaxPrompt
+			if len(ex.Images) > 0 && slices.ContainsFunc(prompt[:cut], func(id int32) bool {
+				return id == int32(mc.ImageTokenID) || id == int32(mc.BOITokenID) || id == int32(mc.EOITokenID)
+			}) {
+				return nil, nil, fmt.Errorf("prompt of %d tokens exceeds max_prompt %d, and keeping its last %d tokens would cut an image out", len(prompt), c.MaxPrompt, c.MaxPrompt)
+			}
+			prompt = prompt[cut:]
 		}
 		target := tok.Encode(ex.Completion)
 		if len(target) > c.MaxCanvas {
@@ -144,4 +156,31 @@ func NewEncoder(c config.Config, tok *tokenizer.Tokenizer, mc *dg.Config) (data.
 		}
 		return prompt, target, nil
 	}, nil
+}
+
+// expandImages turns each <|image|> placeholder of prompt into the image block of the
+// example's image in the same position (diffusiongemma.md §3.9): boi, one image token per
+// soft token, eoi. Placeholders and images must pair up one for one.
+func expandImages(prompt []int32, images []*imageproc.Source, tok *tokenizer.Tokenizer, mc *dg.Config) ([]int32, error) {
+	img := int32(mc.ImageTokenID)
+	n := 0
+	for _, id := range prompt {
+		if id == img {
+			n++
+		}
+	}
+	if n == 0 && len(images) == 0 {
+		return prompt, nil
+	}
+	if n != len(images) {
+		return nil, fmt.Errorf("prompt has %d image placeholder(s) %s but the example has %d image(s)", n, chat.ImagePlaceholder, len(images))
+	}
+	if id, ok := tok.TokenID(chat.ImagePlaceholder); !ok || id != img {
+		return nil, fmt.Errorf("the tokenizer's %s is id %d (present %v), the model's image_token_id is %d", chat.ImagePlaceholder, id, ok, img)
+	}
+	soft, err := mc.SoftTokens(images)
+	if err != nil {
+		return nil, err
+	}
+	return dg.ExpandImageTokens(prompt, mc, soft)
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/dgtune/dgtune/imageproc"
 	"github.com/dgtune/dgtune/mx"
 )
 
@@ -178,6 +179,11 @@ func (o *GenerateOptions) validate(vocab, modelCanvas int) error {
 // then per block draw a uniform random canvas, denoise it (§4.3), emit its final argmax up to
 // the first EOS, and re-encode the whole final canvas before the next block.
 func (m *Model) Generate(prompt []int32, opt GenerateOptions) (*GenerateResult, error) {
+	return m.GenerateWithImages(prompt, nil, opt)
+}
+
+// generate is Generate with the prompt's images (checked by GenerateWithImages).
+func (m *Model) generate(prompt []int32, images []*imageproc.Image, opt GenerateOptions) (*GenerateResult, error) {
 	vocab := m.Config.TextConfig.VocabSize
 	if err := opt.validate(vocab, m.Config.CanvasLength); err != nil {
 		return nil, err
@@ -190,7 +196,7 @@ func (m *Model) Generate(prompt []int32, opt GenerateOptions) (*GenerateResult, 
 			return nil, fmt.Errorf("%w: prompt token %d is %d, outside the vocabulary [0, %d)", ErrBadGenerateOptions, i, id, vocab)
 		}
 	}
-	g := &generator{m: m, e: m.Engine, opt: opt, vocab: vocab, eos: map[int32]bool{}}
+	g := &generator{m: m, e: m.Engine, opt: opt, vocab: vocab, eos: map[int32]bool{}, images: images}
 	for _, id := range opt.EOS {
 		g.eos[int32(id)] = true
 	}
@@ -207,18 +213,20 @@ type generator struct {
 	vocab int
 	eos   map[int32]bool
 	keys  *keySequence
+	// images are the prompt's images, encoded with the first prefill only.
+	images []*imageproc.Image
 }
 
 func (g *generator) run(prompt []int32) *GenerateResult {
 	o := &g.opt
 	cache := g.m.NewCache()
-	g.encode(cache, prompt)
+	g.encode(cache, prompt, g.images)
 	res := &GenerateResult{FinishReason: FinishLength}
 	generated := 0
 	var prev []int32
 	for block := 0; generated < o.MaxTokens; block++ {
 		if prev != nil {
-			g.encode(cache, prev)
+			g.encode(cache, prev, nil)
 		}
 		l := CanvasLength(o.MaxTokens-generated, o.MinCanvas, o.MaxCanvas, g.m.Config.CanvasLength, o.FullCanvas)
 		canvas, steps := g.denoise(cache, block, l)
@@ -259,13 +267,15 @@ func emit(canvas []int32, eos map[int32]bool, budget int) (out []int32, used int
 
 // encode appends ids to the cache with the encoder (§3.5), releasing the step's temporaries
 // and the cache arrays the concatenation replaced.
-func (g *generator) encode(c *Cache, ids []int32) {
+func (g *generator) encode(c *Cache, ids []int32, images []*imageproc.Image) {
 	var old []*mx.Array
 	for _, lc := range c.Layers {
 		old = append(old, lc.K, lc.V)
 	}
 	mx.Tidy(g.e, func() []*mx.Array {
-		g.m.Encode(mx.FromInt32(g.e, ids, 1, len(ids)), c)
+		if err := g.m.EncodeWithImages(mx.FromInt32(g.e, ids, 1, len(ids)), images, c); err != nil {
+			panic(err) // GenerateWithImages checked the images against the prompt
+		}
 		var keep []*mx.Array
 		for _, lc := range c.Layers {
 			keep = append(keep, lc.K, lc.V)

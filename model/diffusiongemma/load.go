@@ -15,6 +15,9 @@ type LoadOptions struct {
 	// DType is the compute dtype unquantized tensors (and quantization scales) are cast
 	// to; zero means float32.
 	DType mx.DType
+	// SkipVision loads the text model only, ignoring any vision tower: for text-only use,
+	// or a checkpoint whose tower this code cannot read.
+	SkipVision bool
 }
 
 // Load reads a checkpoint directory: config.json (+ generation_config.json) and
@@ -31,8 +34,8 @@ func Load(e mx.Engine, dir string, opt LoadOptions) (*Model, error) {
 	defer ck.Close()
 	weights := map[string]*mx.Array{}
 	for _, n := range ck.Names() {
-		if isVisionTensor(n) {
-			continue // the vision tower is not part of the text model
+		if IsVisionTensor(n) && (cfg.VisionConfig == nil || opt.SkipVision) {
+			continue // no tower to build: the config has none, or the caller skips it
 		}
 		a, err := ck.Load(n)
 		if err != nil {
@@ -45,10 +48,6 @@ func Load(e mx.Engine, dir string, opt LoadOptions) (*Model, error) {
 		return nil, fmt.Errorf("load %s: %w", dir, err)
 	}
 	return m, nil
-}
-
-func isVisionTensor(name string) bool {
-	return strings.HasPrefix(name, "model.encoder.vision_tower.") || strings.HasPrefix(name, "model.encoder.embed_vision.")
 }
 
 // weightSet hands out tensors by name and remembers problems, so that one error can
@@ -165,6 +164,9 @@ func (ws *weightSet) experts(module string, shape ...int) *ExpertWeight {
 
 // Build assembles a model from named tensors (a checkpoint's contents). Every expected
 // tensor must be present and every present tensor used; the error lists all problems.
+// The vision tower is built when the config has a vision_config, the tensors include any
+// vision tensor (then all of them must be there) and opt.SkipVision is false; otherwise
+// vision tensors are ignored and the model is text-only.
 func Build(e mx.Engine, cfg *Config, weights map[string]*mx.Array, opt LoadOptions) (*Model, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -228,9 +230,14 @@ func Build(e mx.Engine, cfg *Config, weights map[string]*mx.Array, opt LoadOptio
 		l.ropeFreqs = ropePeriods(e, t.RopeInvFreqs(i))
 		m.Layers = append(m.Layers, l)
 	}
+	if cfg.VisionConfig != nil && !opt.SkipVision && hasVisionTensor(weights) {
+		m.Vision = buildVision(ws, cfg)
+	}
 	var unexpected []string
 	for n := range weights {
-		if !ws.used[n] && !isVisionTensor(n) {
+		// Without a built tower, vision tensors are ignored (a text-only use of a
+		// multimodal checkpoint); with one, every vision tensor must be used.
+		if !ws.used[n] && (m.Vision != nil || !IsVisionTensor(n)) {
 			unexpected = append(unexpected, n)
 		}
 	}

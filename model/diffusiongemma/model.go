@@ -18,6 +18,8 @@ type Model struct {
 	// EncoderScalars are the encoder pass's per-layer scalars; the decoder pass uses
 	// each Layer's own Scalar.
 	EncoderScalars []*mx.Array
+	// Vision is the image encoder; nil for a text-only checkpoint (see EncodeWithImages).
+	Vision *VisionTower
 }
 
 // SelfConditioning mixes the previous step's soft embedding into the canvas input.
@@ -59,18 +61,29 @@ func (m *Model) embedTokens(ids *mx.Array) *mx.Array {
 
 // Encode runs the encoder over ids [B, S], appending its keys and values to c at
 // positions c.Offset.. (prompt prefill, chunked prefill and block continuation alike).
+// A prompt with image blocks goes through EncodeWithImages: on a model with a vision
+// tower, Encode panics on a first prefill that holds image tokens.
 func (m *Model) Encode(ids *mx.Array, c *Cache) {
-	s := ids.Dim(1)
-	if s == 0 {
+	if ids.Dim(1) == 0 {
 		return
 	}
-	h := m.embedTokens(ids)
+	if err := m.checkNoImages(ids, c); err != nil {
+		panic(err) // a caller dropped the images of an image prompt
+	}
+	m.encode(m.embedTokens(ids), c, nil)
+}
+
+// encode runs the encoder layers over the embedded rows h [B, S, H]. blocks, when not nil,
+// gives each of the S positions its image block (−1 for text) for the bidirectional
+// image overlay (see EncodeWithImages).
+func (m *Model) encode(h *mx.Array, c *Cache, blocks []int) {
+	s := h.Dim(1)
 	offset := c.Offset
 	for i, l := range m.Layers {
 		h = l.forward(m, h, m.EncoderScalars[i], func(q, k, v *mx.Array) *mx.Array {
 			lc := c.Layers[i]
 			lc.append(k, v)
-			mask := encoderMask(m.Engine, offset, s, lc.Start, lc.K.Dim(2), l.Full, m.Config.TextConfig.SlidingWindow)
+			mask := encoderMaskBlocks(m.Engine, offset, s, lc.Start, lc.K.Dim(2), l.Full, m.Config.TextConfig.SlidingWindow, blocks)
 			out := mx.ScaledDotProductAttention(q, lc.K, lc.V, 1.0, mask)
 			if !l.Full {
 				// Trim only after attending: this chunk's first queries still need the
@@ -86,6 +99,13 @@ func (m *Model) Encode(ids *mx.Array, c *Cache) {
 // encoderMask allows key position kp for query position p iff kp ≤ p and, on sliding
 // layers, kp > p − window. It returns nil when everything is allowed.
 func encoderMask(e mx.Engine, offset, s, start, nk int, full bool, window int) *mx.Array {
+	return encoderMaskBlocks(e, offset, s, start, nk, full, window, nil)
+}
+
+// encoderMaskBlocks is encoderMask with the image overlay of §3.5.3 OR-ed on top: query
+// i and key kp of this pass (blocks indexed by position − offset) also see each other when
+// both lie in the same image block, whatever the causal order and the window.
+func encoderMaskBlocks(e mx.Engine, offset, s, start, nk int, full bool, window int, blocks []int) *mx.Array {
 	allow := make([]bool, s*nk)
 	all := true
 	for i := range s {
@@ -93,6 +113,10 @@ func encoderMask(e mx.Engine, offset, s, start, nk int, full bool, window int) *
 		for j := range nk {
 			kp := start + j
 			ok := kp <= p && (full || kp > p-window)
+			if !ok && blocks != nil && blocks[i] >= 0 {
+				kj := kp - offset
+				ok = kj >= 0 && kj < s && blocks[kj] == blocks[i]
+			}
 			allow[i*nk+j] = ok
 			all = all && ok
 		}

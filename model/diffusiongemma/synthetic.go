@@ -49,7 +49,8 @@ func quantPlan(cfg *Config, policy string) (func(module string) int, int, error)
 
 // Synthesize draws random weights for cfg from seed (variance-preserving linears,
 // norms and scalars near 1) and quantizes them by policy, setting cfg.Quantization.
-// The result is a checkpoint's tensor map, in the MLX layout.
+// The result is a checkpoint's tensor map, in the MLX layout. A config with a
+// vision_config (see WithSyntheticVision) also gets the vision tower's tensors.
 func Synthesize(e mx.Engine, cfg *Config, seed uint64, policy string) (map[string]*mx.Array, error) {
 	bitsFor, group, err := quantPlan(cfg, policy)
 	if err != nil {
@@ -110,6 +111,9 @@ func Synthesize(e mx.Engine, cfg *Config, seed uint64, policy string) (map[strin
 		if bits != cfg.Quantization.Bits {
 			cfg.Quantization.Modules[ts.Module] = ModuleQuantization{Quantized: true, Bits: bits, GroupSize: group}
 		}
+	}
+	if cfg.VisionConfig != nil {
+		synthesizeVision(e, cfg, seed, bitsFor, group, storage, out)
 	}
 	if storage == mx.BFloat16 {
 		cfg.TextConfig.Dtype = "bfloat16"
