@@ -2,6 +2,7 @@ package evaluate
 
 import (
 	"fmt"
+	"github.com/dgtune/dgtune/imageproc"
 	"github.com/schollz/progressbar/v3"
 	"io"
 	"math"
@@ -29,6 +30,7 @@ type Case struct {
 	Target    []int32 // as trained (eos_fill applied)
 	Reference string  // the completion text
 	RefTokens int     // tokens of the bare completion
+	Images    []*imageproc.Image
 }
 
 // Metrics are one model's numbers.
@@ -93,6 +95,12 @@ func Cases(s *train.Session, split *data.Split, max int) ([]Case, error) {
 		ex := byIndex[p.Index]
 		out[i] = Case{Index: p.Index, Prompt: p.Prompt, Target: p.Target, Reference: ex.Completion,
 			RefTokens: min(len(s.Tokenizer.Encode(ex.Completion)), s.Config.MaxCanvas)}
+		if len(p.Images) > 0 {
+			// Preprocess once: every noise level and both models reuse the pixels.
+			if out[i].Images, err = s.Model.Images(p.Images); err != nil {
+				return nil, fmt.Errorf("example %d: %w", p.Index, err)
+			}
+		}
 	}
 	return out, nil
 }
@@ -122,7 +130,10 @@ func (ev *Evaluator) Run(label string, generate bool) (*Metrics, error) {
 			if ev.OnCorruption != nil {
 				ev.OnCorruption(label, t, c, corr)
 			}
-			ls, n, ok := scoreCorruption(m, c, corr)
+			ls, n, ok, err := scoreCorruption(m, c, corr)
+			if err != nil {
+				return nil, fmt.Errorf("%s: example %d: %w", label, c.Index, err)
+			}
 			res.PerExample[i].Loss[levelKey(t)] = ls / math.Max(n, 1)
 			res.PerExample[i].Accuracy[levelKey(t)] = ok / math.Max(n, 1)
 			bar.Add(1)
@@ -145,7 +156,7 @@ func (ev *Evaluator) Run(label string, generate bool) (*Metrics, error) {
 	start := time.Now()
 	for i, c := range ev.Cases {
 		opt := ev.GenerateOptions(c, i)
-		g, err := m.Generate(c.Prompt, opt)
+		g, err := m.GenerateWithImages(c.Prompt, c.Images, opt)
 		if err != nil {
 			return nil, fmt.Errorf("%s: generate example %d: %w", label, c.Index, err)
 		}
@@ -172,11 +183,16 @@ func (ev *Evaluator) Run(label string, generate bool) (*Metrics, error) {
 
 // scoreCorruption returns Σ CE over corrupted positions, their count and the number
 // whose argmax is the target.
-func scoreCorruption(m *dg.Model, c Case, corr objective.Corruption) (float64, float64, float64) {
+func scoreCorruption(m *dg.Model, c Case, corr objective.Corruption) (float64, float64, float64, error) {
 	var lossSum, count, correct float64
+	var err error
 	mx.Tidy(m.Engine, func() []*mx.Array {
 		e := m.Engine
-		logits := m.Forward(mx.FromInt32(e, c.Prompt, 1, len(c.Prompt)), mx.FromInt32(e, corr.Canvas, 1, len(corr.Canvas)))
+		prompt, canvas := mx.FromInt32(e, c.Prompt, 1, len(c.Prompt)), mx.FromInt32(e, corr.Canvas, 1, len(corr.Canvas))
+		var logits *mx.Array
+		if logits, err = m.ForwardWithImages(prompt, canvas, c.Images); err != nil {
+			return nil
+		}
 		ce := objective.CrossEntropy(logits, c.Target).Float32s()
 		pred := mx.Argmax(logits, -1, false).Int32s()
 		for i, bad := range corr.Corrupt {
@@ -191,7 +207,7 @@ func scoreCorruption(m *dg.Model, c Case, corr objective.Corruption) (float64, f
 		}
 		return nil
 	})
-	return lossSum, count, correct
+	return lossSum, count, correct, err
 }
 
 // generateOptions bounds the canvas: with eos_fill the model was trained on max_canvas
