@@ -1,0 +1,63 @@
+// Package mlxeng is dgtune's MLX engine: the mx.Engine contract implemented over
+// mlx-c, MLX's C API, through cgo. It is compiled only with the build tag mlx; without
+// the tag this package is empty, nothing cgo is built, and mx.Open("mlx") explains how
+// to enable it.
+//
+// # Building
+//
+// The headers and libraries come from the user's MLX install, never from this
+// repository. Point cgo at them:
+//
+//	CGO_CFLAGS=-I/opt/mlx/include \
+//	CGO_LDFLAGS="-L/opt/mlx/lib -lmlxc -lmlx" \
+//	go test -tags mlx ./...
+//
+// With shared libraries outside the loader's search path, also set
+// LD_LIBRARY_PATH=/opt/mlx/lib (Linux) or DYLD_LIBRARY_PATH (macOS) when running, or
+// link with -Wl,-rpath,/opt/mlx/lib: a binary's RUNPATH does not reach libmlxc's own
+// dependency on libmlx. On Apple silicon, Homebrew's mlx-c gives
+// CGO_CFLAGS=-I$(brew --prefix)/include and
+// CGO_LDFLAGS="-L$(brew --prefix)/lib -lmlxc -lmlx".
+//
+// # Semantics
+//
+// Every mx op maps to the MLX op of the same name (fast.rms_norm, fast.rope,
+// fast.scaled_dot_product_attention, quantize, quantized_matmul, gather_qmm, the
+// threefry random functions with explicit keys, value_and_grad, stop_gradient).
+// Where MLX's result dtype differs from the contract the go engine defines (indices
+// are int32 here, uint32 in MLX; integer sums keep their dtype; bool arithmetic is
+// int32), the engine casts so that both engines agree. Integer division and
+// remainder by zero give 0, as on the go engine, instead of trapping.
+//
+// Evaluation is lazy: ops build MLX's graph and Eval, ToSlice (and so Float32s, Item)
+// compute it. Arrays run on the GPU when MLX has one (Metal or CUDA), else on the CPU.
+//
+// # Threads
+//
+// Go moves goroutines between OS threads, while MLX (since 0.32) ties a stream's
+// command encoder, and its tracing state, to a thread. The engine therefore owns one
+// OS thread: its stream is made there, every evaluation and every value_and_grad runs
+// there (the traced function too, so evaluations inside it see the trace), and all
+// other threads only build graphs, with the engine's stream as their default. Ops
+// themselves are plain cgo calls from the caller's goroutine.
+//
+// # Memory
+//
+// Each mx.Array on this engine owns one mlx_array reference, released exactly once:
+// by Array.Free, by the end of the mx.Tidy scope that created it, or, as a safety net
+// only, after Go's garbage collector finds it unreachable (the reference is then freed
+// by the engine's next op). The arrays a ValueAndGrad function creates, its traced
+// arguments included, are freed when the function returns to MLX; keep nothing made
+// inside it. Using a freed array panics, except for its shape and dtype, which stay
+// readable.
+//
+// # Errors
+//
+// MLX reports failures through its error handler, which this engine installs once:
+// a failing op panics with an *Error ("mlx: <op>: <MLX's message>"), following mx's
+// contract that ops panic on misuse; MLX never aborts the process.
+//
+// MLX's error handler and default device are process-wide, so there is one engine
+// per process: every Open("mlx") returns it. It is meant to be driven by one
+// goroutine at a time, like MLX itself.
+package mlxeng

@@ -1,0 +1,200 @@
+//go:build mlx
+
+package mlxeng_test
+
+import (
+	"errors"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dgtune/dgtune/mx"
+	"github.com/dgtune/dgtune/mx/mlxeng"
+)
+
+func TestOpen(t *testing.T) {
+	if !slices.Contains(mx.Engines(), "mlx") {
+		t.Fatalf("engines %v lack mlx", mx.Engines())
+	}
+	a, err := mx.Open("mlx")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := mx.Open("auto")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// One engine per process: MLX's error handler and default device are global.
+	if a != b || a.Name() != "mlx" {
+		t.Errorf("Open(mlx) = %v, Open(auto) = %v, want the same mlx engine", a, b)
+	}
+	if d := mlxEngine(t).Device(); d != "cpu" && d != "gpu" {
+		t.Errorf("Device() = %q", d)
+	}
+}
+
+// mlxError runs f and returns the *mlxeng.Error it panicked with.
+func mlxError(t *testing.T, f func()) *mlxeng.Error {
+	t.Helper()
+	r := panicOf(f)
+	err, ok := r.(error)
+	var me *mlxeng.Error
+	if !ok || !errors.As(err, &me) {
+		t.Fatalf("panic %v (%T), want an *mlxeng.Error", r, r)
+	}
+	return me
+}
+
+// TestMLXErrorsPanic calls the engine directly with inputs mx would have rejected, so
+// MLX itself reports the problem: the op panics with MLX's message and the process
+// goes on (MLX's default handler would have called exit).
+func TestMLXErrorsPanic(t *testing.T) {
+	m := mlxEngine(t)
+	x := mx.FromFloat32(m, []float32{1, 2, 3, 4, 5, 6}, 2, 3)
+	cases := []struct {
+		op   string
+		f    func()
+		want string // part of MLX's message
+	}{
+		{"reshape", func() { m.Reshape(x.Handle(), []int{4}) }, "[reshape]"},
+		{"matmul", func() { m.Matmul(x.Handle(), x.Handle()) }, "[matmul]"},
+		{"rope", func() {
+			m.RoPE(mx.FromInt32(m, []int32{1, 2, 3, 4}, 1, 1, 4).Handle(), mx.RoPEParams{Dims: 4, Base: 10000, Scale: 1})
+		}, "[rope]"},
+		{"quantize", func() { m.Quantize(x.Handle(), mx.QuantParams{GroupSize: 64, Bits: 4}) }, "[quantize]"},
+		{"concatenate", func() { m.Concatenate([]mx.Handle{x.Handle(), mx.FromFloat32(m, []float32{1}, 1).Handle()}, 0) }, "[concatenate]"},
+	}
+	for _, c := range cases {
+		t.Run(c.op, func(t *testing.T) {
+			err := mlxError(t, c.f)
+			if err.Op != c.op || !strings.Contains(err.Msg, c.want) {
+				t.Errorf("error %q (op %q), want op %q and a message with %q", err, err.Op, c.op, c.want)
+			}
+			if !strings.HasPrefix(err.Error(), "mlx: "+c.op+": ") || strings.Contains(err.Error(), ".cpp:") {
+				t.Errorf("Error() = %q, want \"mlx: %s: <MLX message>\" without the C source location", err, c.op)
+			}
+		})
+	}
+	// The engine still works after the failures: 1+2+…+6 = 21.
+	if got := mx.Sum(x, false).Item(); got != 21 {
+		t.Errorf("sum after errors = %v, want 21", got)
+	}
+}
+
+func TestBadHandles(t *testing.T) {
+	g, m := engines(t)
+	foreign := mx.FromFloat32(g, []float32{1}, 1)
+	if r := panicOf(func() { m.Unary(mx.OpExp, foreign.Handle()) }); r == nil || !strings.Contains(r.(string), "foreign handle") {
+		t.Errorf("go handle on mlx: panic %v, want a foreign-handle panic", r)
+	}
+	a := mx.AddScalar(mx.FromFloat32(m, []float32{1, 2}, 2), 1)
+	h := a.Handle()
+	m.Free(h)
+	m.Free(h) // a second Free is harmless
+	err := mlxError(t, func() { m.Unary(mx.OpExp, h) })
+	if err.Op != "use" || !strings.Contains(err.Msg, "already freed") {
+		t.Errorf("use after free: %v", err)
+	}
+	if r := panicOf(func() { m.PopScope(nil) }); r == nil {
+		t.Errorf("PopScope without PushScope did not panic")
+	}
+}
+
+// TestTidyScopes checks ownership: Tidy frees what it made and did not return; a kept
+// array belongs to the enclosing scope, which frees it unless it returns it too.
+func TestTidyScopes(t *testing.T) {
+	m := mlxEngine(t)
+	base := m.Live()
+	x := mx.FromFloat32(m, []float32{1, 2, 3}, 3)
+	var inner, dropped *mx.Array
+	out := mx.Tidy(m, func() []*mx.Array {
+		kept := mx.Tidy(m, func() []*mx.Array {
+			dropped = mx.MulScalar(x, 2)
+			inner = mx.AddScalar(dropped, 1) // 2x+1 = [3 5 7]
+			return []*mx.Array{inner}
+		})[0]
+		if r := panicOf(func() { dropped.Float32s() }); r == nil {
+			t.Errorf("an array the inner Tidy did not return is still usable")
+		}
+		if got := kept.Float32s(); !slices.Equal(got, []float32{3, 5, 7}) {
+			t.Errorf("kept = %v, want [3 5 7]", got)
+		}
+		return []*mx.Array{mx.Sum(kept, false)} // 15
+	})
+	if r := panicOf(func() { inner.Float32s() }); r == nil {
+		t.Errorf("an array kept by the inner Tidy outlived the outer one that did not return it")
+	}
+	if got := out[0].Item(); got != 15 {
+		t.Errorf("outer result %v, want 15", got)
+	}
+	if got := x.Float32s(); !slices.Equal(got, []float32{1, 2, 3}) {
+		t.Errorf("an array made before Tidy changed: %v", got)
+	}
+	if n := m.Live(); n != base {
+		t.Errorf("%d arrays held by scopes after Tidy, want %d", n, base)
+	}
+}
+
+// TestMemoryFlat runs a step-like loop under Tidy: MLX's active memory must not grow
+// with the number of steps.
+func TestMemoryFlat(t *testing.T) {
+	m := mlxEngine(t)
+	w := rf(m, 1, 256, 256)
+	step := func() {
+		mx.Tidy(m, func() []*mx.Array {
+			h := mx.Tanh(mx.Matmul(w, w))
+			vg := mx.ValueAndGrad(func(a []*mx.Array) []*mx.Array {
+				return []*mx.Array{mx.Sum(mx.Square(mx.Matmul(a[0], h)), false)}
+			})
+			v, g := vg([]*mx.Array{w})
+			mx.Eval(v[0], g[0])
+			return nil
+		})
+	}
+	for range 5 {
+		step()
+	}
+	before, err := m.ActiveMemory()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 100 {
+		step()
+	}
+	after, _ := m.ActiveMemory()
+	// One step holds a few 256×256 float32 temporaries (256 KiB each); 100 leaked steps
+	// would add tens of MiB.
+	if after > before+2<<20 {
+		t.Errorf("active memory grew from %d to %d bytes over 100 steps", before, after)
+	}
+}
+
+// TestUnreachableArraysReleased: arrays nobody frees and no Tidy owns are released
+// once the garbage collector finds them unreachable (the safety net).
+func TestUnreachableArraysReleased(t *testing.T) {
+	m := mlxEngine(t)
+	one := mx.Scalar(m, 1, mx.Float32)
+	mx.Eval(one)
+	runtime.GC()
+	before, err := m.ActiveMemory()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 20 {
+		// 1024×1024 float32 = 4 MiB each once evaluated: 80 MiB if nothing is released.
+		y := mx.Add(mx.Full(m, []int{1024, 1024}, 2, mx.Float32), one)
+		mx.Eval(y)
+	}
+	var after int64
+	for range 50 {
+		runtime.GC()
+		time.Sleep(5 * time.Millisecond)
+		mx.Eval(mx.AddScalar(one, 0)) // the next op frees what the collector queued
+		if after, _ = m.ActiveMemory(); after < before+8<<20 {
+			return
+		}
+	}
+	t.Errorf("active memory %d bytes after dropping 80 MiB of arrays, %d before", after, before)
+}

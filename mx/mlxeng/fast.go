@@ -1,0 +1,176 @@
+//go:build mlx
+
+package mlxeng
+
+/*
+#include <stdlib.h>
+#include "mlx/c/mlx.h"
+*/
+import "C"
+
+import (
+	"slices"
+	"unsafe"
+
+	"github.com/dgtune/dgtune/mx"
+)
+
+// RMSNorm implements mx.Engine with mlx.fast.rms_norm (float32 accumulation).
+func (e *Engine) RMSNorm(h, hw mx.Handle, eps float64) mx.Handle {
+	x := get(h)
+	if !x.dt.IsFloat() {
+		xc, done := e.cast(x, mx.Float32)
+		defer done()
+		x = xc
+	}
+	var w C.mlx_array
+	if hw != nil {
+		w = get(hw).c
+	}
+	return e.op("rms_norm", func(res *C.mlx_array) C.int {
+		return C.mlx_fast_rms_norm(res, x.c, w, C.float(eps), e.stream)
+	})
+}
+
+// RoPE implements mx.Engine with mlx.fast.rope. With Freqs, pair i turns by
+// position·scale/Freqs[i] (+Inf: not at all); otherwise by position·scale·Base^(-2i/Dims).
+// A zero Scale means 1, as on the go engine.
+func (e *Engine) RoPE(h mx.Handle, p mx.RoPEParams) mx.Handle {
+	x := get(h)
+	// fast.rope wants at least [B, L, D]; it rotates along the second-to-last axis.
+	if len(x.shape) < 3 {
+		s := append(slices.Repeat([]int{1}, 3-len(x.shape)), x.shape...)
+		x3 := e.reshape(x, s)
+		defer e.free(x3)
+		out := e.RoPE(x3, p).(*array)
+		defer e.free(out)
+		return e.reshape(out, x.shape)
+	}
+	scale := p.Scale
+	if scale == 0 {
+		scale = 1
+	}
+	var base C.mlx_optional_float
+	var freqs C.mlx_array
+	if p.Freqs != nil {
+		freqs = get(p.Freqs).c
+	} else {
+		base = C.mlx_optional_float{value: C.float(p.Base), has_value: true}
+	}
+	return e.op("rope", func(res *C.mlx_array) C.int {
+		return C.mlx_fast_rope(res, x.c, C.int(p.Dims), C.bool(p.Traditional), base, C.float(scale), C.int(p.Offset), freqs, e.stream)
+	})
+}
+
+// ScaledDotProductAttention implements mx.Engine with
+// mlx.fast.scaled_dot_product_attention; a boolean mask marks the keys a query may
+// attend to.
+func (e *Engine) ScaledDotProductAttention(hq, hk, hv mx.Handle, scale float64, hm mx.Handle) mx.Handle {
+	q, k, v := get(hq), get(hk), get(hv)
+	mode := C.CString("")
+	var mask C.mlx_array
+	if hm != nil {
+		C.free(unsafe.Pointer(mode))
+		mode = C.CString("array")
+		mask = get(hm).c
+	}
+	defer C.free(unsafe.Pointer(mode))
+	var sinks C.mlx_array
+	return e.op("sdpa", func(res *C.mlx_array) C.int {
+		return C.mlx_fast_scaled_dot_product_attention(res, q.c, k.c, v.c, C.float(scale), mode, mask, sinks, e.stream)
+	})
+}
+
+// qargs are the (group size, bits, mode) arguments of MLX's affine quantization.
+func qargs(p mx.QuantParams) (C.mlx_optional_int, C.mlx_optional_int, *C.char) {
+	return C.mlx_optional_int{value: C.int(p.GroupSize), has_value: true},
+		C.mlx_optional_int{value: C.int(p.Bits), has_value: true},
+		C.CString("affine")
+}
+
+// Quantize implements mx.Engine with mlx.quantize (affine). MLX wants a matrix, so a
+// vector is quantized as one row.
+func (e *Engine) Quantize(h mx.Handle, p mx.QuantParams) (mx.Handle, mx.Handle, mx.Handle) {
+	w := get(h)
+	if len(w.shape) == 1 {
+		w2 := e.reshape(w, []int{1, w.shape[0]})
+		defer e.free(w2)
+		a, b, c := e.Quantize(w2, p)
+		defer e.Free(a)
+		defer e.Free(b)
+		defer e.Free(c)
+		return e.reshape(get(a), get(a).shape[1:]), e.reshape(get(b), get(b).shape[1:]), e.reshape(get(c), get(c).shape[1:])
+	}
+	gs, bits, mode := qargs(p)
+	defer C.free(unsafe.Pointer(mode))
+	var res C.mlx_vector_array = C.mlx_vector_array_new()
+	defer C.mlx_vector_array_free(res)
+	var gscale C.mlx_array
+	e.run("quantize", func() C.int { return C.mlx_quantize(&res, w.c, gs, bits, mode, gscale, e.stream) })
+	out := e.unpack("quantize", res)
+	if len(out) != 3 {
+		for _, a := range out {
+			e.free(a)
+		}
+		panic(&Error{Op: "quantize", Msg: "MLX returned no biases (not an affine quantization)"})
+	}
+	return out[0], out[1], out[2]
+}
+
+// Dequantize implements mx.Engine with mlx.dequantize; the result has the scales' dtype.
+func (e *Engine) Dequantize(hw, hs, hb mx.Handle, p mx.QuantParams) mx.Handle {
+	wq, s, b := get(hw), get(hs), get(hb)
+	if len(wq.shape) == 1 {
+		w2, s2, b2 := e.reshape(wq, []int{1, wq.shape[0]}), e.reshape(s, []int{1, s.shape[0]}), e.reshape(b, []int{1, b.shape[0]})
+		defer e.free(w2)
+		defer e.free(s2)
+		defer e.free(b2)
+		out := e.Dequantize(w2, s2, b2, p).(*array)
+		defer e.free(out)
+		return e.reshape(out, out.shape[1:])
+	}
+	gs, bits, mode := qargs(p)
+	defer C.free(unsafe.Pointer(mode))
+	var gscale C.mlx_array
+	var dt C.mlx_optional_dtype
+	return e.op("dequantize", func(res *C.mlx_array) C.int {
+		return C.mlx_dequantize(res, wq.c, s.c, b.c, gs, bits, mode, gscale, dt, e.stream)
+	})
+}
+
+// QuantizedMatmul implements mx.Engine with mlx.quantized_matmul.
+func (e *Engine) QuantizedMatmul(hx, hw, hs, hb mx.Handle, transpose bool, p mx.QuantParams) mx.Handle {
+	x, wq, s, b := get(hx), get(hw), get(hs), get(hb)
+	if len(x.shape) == 1 {
+		x2 := e.reshape(x, []int{1, x.shape[0]})
+		defer e.free(x2)
+		out := e.QuantizedMatmul(x2, wq, s, b, transpose, p).(*array)
+		defer e.free(out)
+		return e.reshape(out, out.shape[1:])
+	}
+	gs, bits, mode := qargs(p)
+	defer C.free(unsafe.Pointer(mode))
+	return e.op("quantized_matmul", func(res *C.mlx_array) C.int {
+		return C.mlx_quantized_matmul(res, x.c, wq.c, s.c, b.c, C.bool(transpose), gs, bits, mode, e.stream)
+	})
+}
+
+// GatherQMM implements mx.Engine with mlx.gather_qmm: every row of x (shape [..., K])
+// is a one-row matrix multiplied by the expert its index picks.
+func (e *Engine) GatherQMM(hx, hw, hs, hb, hi mx.Handle, transpose bool, p mx.QuantParams) mx.Handle {
+	x, wq, s, b, idx := get(hx), get(hw), get(hs), get(hb), get(hi)
+	lead := x.shape[:len(x.shape)-1]
+	k := x.shape[len(x.shape)-1]
+	x3 := e.reshape(x, append(slices.Clone(lead), 1, k))
+	defer e.free(x3)
+	rhs := e.reshape(idx, lead)
+	defer e.free(rhs)
+	gs, bits, mode := qargs(p)
+	defer C.free(unsafe.Pointer(mode))
+	var lhs C.mlx_array
+	out := e.op("gather_qmm", func(res *C.mlx_array) C.int {
+		return C.mlx_gather_qmm(res, x3.c, wq.c, s.c, b.c, lhs, rhs.c, C.bool(transpose), gs, bits, mode, false, e.stream)
+	})
+	defer e.free(out)
+	return e.reshape(out, append(slices.Clone(lead), out.shape[len(out.shape)-1]))
+}

@@ -1,0 +1,129 @@
+//go:build mlx
+
+package mlxeng
+
+// #include "mlx/c/mlx.h"
+import "C"
+
+import (
+	"fmt"
+	"runtime/cgo"
+	"slices"
+
+	"github.com/dgtune/dgtune/mx"
+)
+
+// vgCall is what the C closure's payload names: the Go function MLX traces and
+// what it left behind.
+type vgCall struct {
+	e      *Engine
+	f      func([]mx.Handle) []mx.Handle
+	shape0 []int // the first output's shape, made 0-d for MLX's value_and_grad
+	failed any   // a panic inside f, re-raised once MLX has unwound
+}
+
+// mlxengCallback is the body of the closure MLX calls while tracing. It must never let
+// a Go panic cross the C++ frames above it: a panic is recorded and reported to MLX as
+// a failure, and ValueAndGrad re-raises it. Arrays made here are freed on return; MLX
+// holds its own references to the outputs.
+//
+//export mlxengCallback
+func mlxengCallback(res *C.mlx_vector_array, input C.mlx_vector_array, id C.uintptr_t) (rc C.int) {
+	call := cgo.Handle(uintptr(id)).Value().(*vgCall)
+	defer func() {
+		if r := recover(); r != nil {
+			call.failed = r
+			rc = 1
+		}
+	}()
+	e := call.e
+	e.PushScope()
+	defer e.PopScope(nil)
+	in := e.unpack("value_and_grad", input)
+	args := make([]mx.Handle, len(in))
+	for i, a := range in {
+		args[i] = a
+	}
+	outs := call.f(args)
+	if len(outs) == 0 {
+		panic("mlx: value_and_grad: function returned nothing")
+	}
+	first := get(outs[0])
+	call.shape0 = slices.Clone(first.shape)
+	cs := make([]C.mlx_array, len(outs))
+	cs[0] = e.reshape(first, nil).c
+	for i, h := range outs[1:] {
+		cs[i+1] = get(h).c
+	}
+	e.run("value_and_grad", func() C.int { return C.mlx_vector_array_set_data(res, &cs[0], C.size_t(len(cs))) })
+	return 0
+}
+
+// ValueAndGrad implements mx.Engine with mlx.value_and_grad. Only float arguments are
+// differentiated; integer ones get a nil gradient, as on the go engine.
+func (e *Engine) ValueAndGrad(f func([]mx.Handle) []mx.Handle, args []mx.Handle, argnums []int) ([]mx.Handle, []mx.Handle) {
+	var nums []int
+	for _, n := range argnums {
+		if get(args[n]).dt.IsFloat() && !slices.Contains(nums, n) {
+			nums = append(nums, n)
+		}
+	}
+	grads := make([]mx.Handle, len(argnums))
+	if len(nums) == 0 {
+		return f(args), grads
+	}
+	slices.Sort(nums) // MLX returns gradients in ascending argument order
+
+	call := &vgCall{e: e, f: f}
+	id := cgo.NewHandle(call)
+	defer id.Delete()
+	cl := closure(uintptr(id))
+	if cl.ctx == nil {
+		panic(&Error{Op: "value_and_grad", Msg: "could not make the closure"})
+	}
+	defer C.mlx_closure_free(cl)
+	cn := cints(nums)
+	vag := C.mlx_closure_value_and_grad_new()
+	defer C.mlx_closure_value_and_grad_free(vag)
+	e.run("value_and_grad", func() C.int { return C.mlx_value_and_grad(&vag, cl, &cn[0], C.size_t(len(cn))) })
+
+	in := vector(args)
+	defer C.mlx_vector_array_free(in)
+	vals, gs := C.mlx_vector_array_new(), C.mlx_vector_array_new()
+	defer C.mlx_vector_array_free(vals)
+	defer C.mlx_vector_array_free(gs)
+	var err error
+	e.atHome(func() {
+		err = e.try("value_and_grad", func() C.int { return C.mlx_closure_value_and_grad_apply(&vals, &gs, vag, in) })
+	})
+	if call.failed != nil {
+		panic(call.failed)
+	}
+	if err != nil {
+		panic(err)
+	}
+
+	values := e.unpack("value_and_grad", vals)
+	if len(values) > 0 {
+		v0 := values[0]
+		values[0] = e.reshape(v0, call.shape0)
+		e.free(v0)
+	}
+	out := make([]mx.Handle, len(values))
+	for i, v := range values {
+		out[i] = v
+	}
+	n := int(C.mlx_vector_array_size(gs))
+	if n != len(nums) {
+		panic(fmt.Sprintf("mlx: value_and_grad: %d gradients for %d arguments", n, len(nums)))
+	}
+	for j, a := range argnums {
+		if i := slices.Index(nums, a); i >= 0 {
+			// One handle per slot, so repeated argnums can be freed independently.
+			grads[j] = e.op("value_and_grad", func(res *C.mlx_array) C.int {
+				return C.mlx_vector_array_get(res, gs, C.size_t(i))
+			})
+		}
+	}
+	return out, grads
+}
