@@ -236,37 +236,4 @@ func (e *Engine) RoPE(h mx.Handle, p mx.RoPEParams) mx.Handle {
 	return record(ropeKernel(x, p, f, 1), "rope", []*tensor{x, f}, ropeVJP(p, f))
 }
 
-// ScaledDotProductAttention is composed from recorded ops, so its VJP is the chain of
-// theirs. Query heads are grouped per kv head ([B, Hkv, G, Lq, D]) instead of
-// repeating K and V.
-func (e *Engine) ScaledDotProductAttention(hq, hk, hv mx.Handle, scale float64, hm mx.Handle) mx.Handle {
-	q, k := tt(hq), tt(hk)
-	b, hq_, lq, d := q.shape[0], q.shape[1], q.shape[2], q.shape[3]
-	hkv, lk := k.shape[1], k.shape[2]
-	g := hq_ / hkv
-	qg := e.Reshape(hq, []int{b, hkv, g * lq, d})
-	kt := e.Transpose(hk, []int{0, 1, 3, 2})
-	scores := e.Matmul(qg, kt)
-	scores = e.Binary(mx.OpMultiply, scores, e.Full(nil, scale, tt(scores).dt))
-	scores = e.Reshape(scores, []int{b, hkv, g, lq, lk})
-	if hm != nil {
-		m := tt(hm)
-		full := broadcastKernel(m, mustBroadcast(m.shape, []int{b, hq_, lq, lk}))
-		mask := reshapeKernel(full, []int{full.shape[0], hkv, g, lq, lk})
-		scores = e.Where(mask, scores, e.Full(nil, math.Inf(-1), tt(scores).dt))
-	}
-	probs := e.Softmax(scores, 4)
-	probs = e.Reshape(probs, []int{b, hkv, g * lq, lk})
-	out := e.Matmul(probs, hv)
-	return e.Reshape(out, []int{b, hq_, lq, tt(hv).shape[3]})
-}
-
-func mustBroadcast(a, b []int) []int {
-	s, err := mx.BroadcastShapes(a, b)
-	if err != nil {
-		panic(fmt.Sprintf("goeng: %v", err))
-	}
-	return s
-}
-
 func (e *Engine) StopGradient(h mx.Handle) mx.Handle { return untraced(tt(h)) }

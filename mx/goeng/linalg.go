@@ -11,11 +11,28 @@ import (
 
 // matmulKernel multiplies the last two axes, broadcasting the batch axes. Compute is
 // float32 through sgemm's blocked, parallel SGEMM, which is bitwise deterministic.
-func matmulKernel(a, b *tensor) *tensor {
+func matmulKernel(a, b *tensor) *tensor { return matmulOp(a, b, false, false) }
+
+// matmulOp is op(a)·op(b) over the last two axes with broadcast batch axes, where op
+// swaps an operand's last two axes when its flag is set. sgemm reads the stored
+// operand through its strides, so a transpose costs no copy.
+func matmulOp(a, b *tensor, ta, tb bool) *tensor {
 	na, nb := len(a.shape), len(b.shape)
-	m, k, n := a.shape[na-2], a.shape[na-1], b.shape[nb-1]
-	if b.shape[nb-2] != k {
-		panic(fmt.Sprintf("goeng: matmul %v × %v", a.shape, b.shape))
+	if na < 2 || nb < 2 {
+		panic(fmt.Sprintf("goeng: matmul %v × %v: operands need two axes", a.shape, b.shape))
+	}
+	ar, ac := a.shape[na-2], a.shape[na-1] // as stored
+	br, bc := b.shape[nb-2], b.shape[nb-1]
+	m, k := ar, ac
+	if ta {
+		m, k = ac, ar
+	}
+	kb, n := br, bc
+	if tb {
+		kb, n = bc, br
+	}
+	if kb != k {
+		panic(fmt.Sprintf("goeng: matmul %v × %v (transposed %v, %v)", a.shape, b.shape, ta, tb))
 	}
 	batch, err := mx.BroadcastShapes(a.shape[:na-2], b.shape[:nb-2])
 	if err != nil {
@@ -27,20 +44,22 @@ func matmulKernel(a, b *tensor) *tensor {
 	}
 	nbatch := numel(batch)
 	out := make([]float32, nbatch*m*n)
-	if numel(b.shape[:nb-2]) == 1 {
+	shape := append(slices.Clone(batch), m, n)
+	ab := expand(a, append(slices.Clone(batch), ar, ac))
+	if numel(b.shape[:nb-2]) == 1 && !ta {
 		// One B for every batch: the batch folds into the rows of A, with no copy of B
 		// (sgemm's result per element does not depend on how the rows are grouped).
-		ab := broadcastKernel(a, append(slices.Clone(batch), m, k))
-		sgemm.Matmul(out, ab.f32(), b.f32(), nbatch*m, k, n)
-		return fromF32(append(slices.Clone(batch), m, n), dt, out)
+		sgemm.Gemm(sgemm.NoTrans, sgemm.Trans(tb), nbatch*m, n, k, ab.f32(), ac, b.f32(), bc, out, n, false)
+		return fromF32(shape, dt, out)
 	}
-	ab := broadcastKernel(a, append(slices.Clone(batch), m, k))
-	bb := broadcastKernel(b, append(slices.Clone(batch), k, n))
+	bb := expand(b, append(slices.Clone(batch), br, bc))
 	av, bv := ab.f32(), bb.f32()
 	gemm := func(i int) {
-		sgemm.Matmul(out[i*m*n:(i+1)*m*n], av[i*m*k:(i+1)*m*k], bv[i*k*n:(i+1)*k*n], m, k, n)
+		sgemm.Gemm(sgemm.Trans(ta), sgemm.Trans(tb), m, n, k, av[i*ar*ac:(i+1)*ar*ac], ac,
+			bv[i*br*bc:(i+1)*br*bc], bc, out[i*m*n:(i+1)*m*n], n, false)
 	}
 	if nbatch > 1 && m*n*k < 1<<18 {
+		// Products too small for sgemm to split: run whole batches side by side.
 		parallelFor(nbatch, m*n*k, func(lo, hi int) {
 			for i := lo; i < hi; i++ {
 				gemm(i)
@@ -51,7 +70,36 @@ func matmulKernel(a, b *tensor) *tensor {
 			gemm(i)
 		}
 	}
-	return fromF32(append(slices.Clone(batch), m, n), dt, out)
+	return fromF32(shape, dt, out)
+}
+
+// expand is x broadcast to shape, without a copy when only unit axes are added (the
+// elements then sit in the same row-major order).
+func expand(x *tensor, shape []int) *tensor {
+	if x.size() == numel(shape) {
+		return reshapeKernel(x, shape)
+	}
+	return broadcastKernel(x, shape)
+}
+
+// matmulWeightGrad is Σ_batch op(a)ᵀ·g for a [batch..., m, k] against g [batch..., m, n]
+// — the gradient of a B without batch axes, shared by every batch. The batch folds into
+// the contraction: one product of a k × (batch·m) by a (batch·m) × n matrix, with neither
+// the per-batch products nor aᵀ materialised.
+func matmulWeightGrad(a, g *tensor) *tensor {
+	ng := len(g.shape)
+	batch := g.shape[:ng-2]
+	m, n := g.shape[ng-2], g.shape[ng-1]
+	k := a.shape[len(a.shape)-1]
+	ab := expand(a, append(slices.Clone(batch), m, k))
+	out := make([]float32, k*n)
+	rows := numel(batch) * m
+	sgemm.Gemm(sgemm.Transposed, sgemm.NoTrans, k, n, rows, ab.f32(), k, g.f32(), n, out, n, false)
+	dt := mx.PromoteTypes(a.dt, g.dt)
+	if !dt.IsFloat() {
+		dt = mx.Float32
+	}
+	return fromF32([]int{k, n}, dt, out)
 }
 
 func normIndex(i int64, d int, op string) int {

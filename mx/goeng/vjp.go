@@ -22,7 +22,26 @@ import (
 
 func kadd(a, b *tensor) *tensor { return binaryKernel(mx.OpAdd, a, b) }
 func ksub(a, b *tensor) *tensor { return binaryKernel(mx.OpSubtract, a, b) }
-func kmul(a, b *tensor) *tensor { return binaryKernel(mx.OpMultiply, a, b) }
+
+// kmul is a·b. Two float32 tensors of one shape — most cotangent products — take a
+// direct loop instead of the broadcasting kernel's call per element; the result is the
+// same float32 product either way.
+func kmul(a, b *tensor) *tensor {
+	av, aok := a.data.([]float32)
+	bv, bok := b.data.([]float32)
+	if !aok || !bok || a.dt != mx.Float32 || b.dt != mx.Float32 || !slices.Equal(a.shape, b.shape) {
+		return binaryKernel(mx.OpMultiply, a, b)
+	}
+	out := make([]float32, len(av))
+	parallelFor(len(out)/1024+1, 1024, func(lo, hi int) {
+		lo, hi = lo*1024, min(hi*1024, len(out))
+		x, y, o := av[lo:hi], bv[lo:hi], out[lo:hi]
+		for i := range o {
+			o[i] = x[i] * y[i]
+		}
+	})
+	return fromF32(a.shape, mx.Float32, out)
+}
 func kdiv(a, b *tensor) *tensor { return binaryKernel(mx.OpDivide, a, b) }
 func kneg(a *tensor) *tensor    { return unaryKernel(mx.OpNegative, a) }
 func kscale(a *tensor, s float32) *tensor {
@@ -115,26 +134,36 @@ func unaryVJP(op mx.UnaryOp, x, out *tensor) func(g *tensor) []*tensor {
 
 // d(a±b) = g, ±g; d(ab) = gb, ga; d(a/b) = g/b, -g·a/b²; max/min route g to the
 // chosen side (ties to a); d aᵇ = g·b·a^(b-1), g·aᵇ·ln a; d rem(a,b) = g, -g·⌊a/b⌋.
+// Each side is computed only when its input is traced (a constant factor such as the
+// scalar of x·c gets nothing, which the backward walk would drop anyway).
 func binaryVJP(op mx.BinaryOp, a, b, out *tensor) func(g *tensor) []*tensor {
-	both := func(ga, gb *tensor) []*tensor {
+	both := func(ga, gb func() *tensor) []*tensor {
 		var ra, rb *tensor
-		if ga != nil {
-			ra = unbroadcast(ga, a.shape)
+		if a.node != nil {
+			ra = unbroadcast(ga(), a.shape)
 		}
-		if gb != nil {
-			rb = unbroadcast(gb, b.shape)
+		if b.node != nil {
+			rb = unbroadcast(gb(), b.shape)
 		}
 		return []*tensor{ra, rb}
 	}
 	switch op {
 	case mx.OpAdd:
-		return func(g *tensor) []*tensor { return both(g, g) }
+		return func(g *tensor) []*tensor {
+			return both(func() *tensor { return g }, func() *tensor { return g })
+		}
 	case mx.OpSubtract:
-		return func(g *tensor) []*tensor { return both(g, kneg(g)) }
+		return func(g *tensor) []*tensor {
+			return both(func() *tensor { return g }, func() *tensor { return kneg(g) })
+		}
 	case mx.OpMultiply:
-		return func(g *tensor) []*tensor { return both(kmul(g, b), kmul(g, a)) }
+		return func(g *tensor) []*tensor {
+			return both(func() *tensor { return kmul(g, b) }, func() *tensor { return kmul(g, a) })
+		}
 	case mx.OpDivide:
-		return func(g *tensor) []*tensor { return both(kdiv(g, b), kneg(kdiv(kmul(g, out), b))) }
+		return func(g *tensor) []*tensor {
+			return both(func() *tensor { return kdiv(g, b) }, func() *tensor { return kneg(kdiv(kmul(g, out), b)) })
+		}
 	case mx.OpMaximum, mx.OpMinimum:
 		return func(g *tensor) []*tensor {
 			cmp := mx.OpGreaterEqual
@@ -143,28 +172,39 @@ func binaryVJP(op mx.BinaryOp, a, b, out *tensor) func(g *tensor) []*tensor {
 			}
 			mask := binaryKernel(cmp, a, b)
 			zero := fromF32(nil, mx.Float32, []float32{0})
-			return both(whereKernel(mask, g, zero), whereKernel(mask, zero, g))
+			return both(func() *tensor { return whereKernel(mask, g, zero) }, func() *tensor { return whereKernel(mask, zero, g) })
 		}
 	case mx.OpPower:
 		return func(g *tensor) []*tensor {
-			one := fromF32(nil, mx.Float32, []float32{1})
-			ga := kmul(g, kmul(b, binaryKernel(mx.OpPower, a, ksub(b, one))))
-			gb := kmul(g, kmul(out, unaryKernel(mx.OpLog, a)))
-			return both(ga, gb)
+			return both(func() *tensor {
+				one := fromF32(nil, mx.Float32, []float32{1})
+				return kmul(g, kmul(b, binaryKernel(mx.OpPower, a, ksub(b, one))))
+			}, func() *tensor {
+				return kmul(g, kmul(out, unaryKernel(mx.OpLog, a)))
+			})
 		}
 	case mx.OpRemainder:
 		return func(g *tensor) []*tensor {
-			return both(g, kneg(kmul(g, binaryKernel(mx.OpFloorDivide, a, b))))
+			return both(func() *tensor { return g }, func() *tensor {
+				return kneg(kmul(g, binaryKernel(mx.OpFloorDivide, a, b)))
+			})
 		}
 	}
 	return nil
 }
 
-// Where routes g to a where cond holds and to b elsewhere.
+// Where routes g to a where cond holds and to b elsewhere (to traced inputs only).
 func whereVJP(c, a, b *tensor) func(g *tensor) []*tensor {
 	return func(g *tensor) []*tensor {
 		zero := fromF32(nil, mx.Float32, []float32{0})
-		return []*tensor{nil, unbroadcast(whereKernel(c, g, zero), a.shape), unbroadcast(whereKernel(c, zero, g), b.shape)}
+		res := []*tensor{nil, nil, nil}
+		if a.node != nil {
+			res[1] = unbroadcast(whereKernel(c, g, zero), a.shape)
+		}
+		if b.node != nil {
+			res[2] = unbroadcast(whereKernel(c, zero, g), b.shape)
+		}
+		return res
 	}
 }
 
@@ -265,23 +305,25 @@ func cumsumVJP(axis int, reverse, inclusive bool) func(g *tensor) []*tensor {
 	return func(g *tensor) []*tensor { return []*tensor{scanKernel(g, axis, !reverse, inclusive, false)} }
 }
 
-// C = A·B: dA = g·Bᵀ, dB = Aᵀ·g (summed over broadcast batch axes).
+// C = A·B: dA = g·Bᵀ, dB = Aᵀ·g (summed over broadcast batch axes). The transposes are
+// read in place by sgemm; a B shared by every batch (a weight) gets its sum over the
+// batch inside one product. An input outside the traced graph gets no cotangent, since
+// the backward walk would drop it.
 func matmulVJP(a, b *tensor) func(g *tensor) []*tensor {
 	return func(g *tensor) []*tensor {
-		ga := matmulKernel(g, swapLast(b))
-		gb := matmulKernel(swapLast(a), g)
-		return []*tensor{unbroadcast(ga, a.shape), unbroadcast(gb, b.shape)}
+		var ga, gb *tensor
+		if a.node != nil {
+			ga = unbroadcast(matmulOp(g, b, false, true), a.shape)
+		}
+		if b.node != nil {
+			if numel(b.shape[:len(b.shape)-2]) == 1 {
+				gb = reshapeKernel(matmulWeightGrad(a, g), b.shape)
+			} else {
+				gb = unbroadcast(matmulOp(a, g, true, false), b.shape)
+			}
+		}
+		return []*tensor{ga, gb}
 	}
-}
-
-func swapLast(t *tensor) *tensor {
-	n := len(t.shape)
-	perm := make([]int, n)
-	for i := range perm {
-		perm[i] = i
-	}
-	perm[n-1], perm[n-2] = n-2, n-1
-	return transposeKernel(t, perm)
 }
 
 // Gathers scatter-add g back into the source positions.

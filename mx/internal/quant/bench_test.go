@@ -42,3 +42,36 @@ func BenchmarkMatmul(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkGemmThreshold times the few-row kernels against GemmPacked for the
+// row counts around gemmMinRows (run with -cpu 1 for a per-core comparison).
+func BenchmarkGemmThreshold(b *testing.B) {
+	const K, N = 512, 1024
+	for _, bits := range []int{3, 4} {
+		p := Params{Bits: bits, GroupSize: 64}
+		rng := rand.New(rand.NewPCG(1, 1))
+		packed, scales, biases, _, _ := randQ(b, rng, 1, N, K, p)
+		wt := newQmat(packed, scales, biases, N, K, p) // [N, K] for x·Wᵀ
+		wn := newQmat(packed, scales, biases, K*2, N/2, p)
+		for _, M := range []int{2, 3, 4, 6, 8, 32} {
+			x := randX(rng, M*2*K)
+			y := make([]float32, M*N)
+			for _, c := range []struct {
+				name string
+				run  func()
+			}{
+				{"T_rows", func() { matmulTRows(y, x[:M*K], M, wt) }},
+				{"T_gemm", func() { gemmT(y, x[:M*K], M, wt) }},
+				{"N_rows", func() { matmulRows(y[:M*N/2], x, M, wn) }},
+				{"N_gemm", func() { gemmN(y[:M*N/2], x, M, wn) }},
+			} {
+				b.Run(fmt.Sprintf("bits=%d/M=%d/%s", bits, M, c.name), func(b *testing.B) {
+					for b.Loop() {
+						c.run()
+					}
+					b.ReportMetric(2*float64(M*N*K)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+				})
+			}
+		}
+	}
+}

@@ -17,11 +17,16 @@
 // for 3 bits, 8 per 5 bytes for 5 bits, 4 per 3 bytes for 6 bits). A row
 // therefore takes cols·Bits/32 words and every group starts on a word.
 //
-// The matmul kernels never materialise the dequantized matrix: they decode
-// codes inside their inner loops (or a few rows at a time into a small
-// per-goroutine tile) and use the affine identity
+// The matmul kernels never materialise the dequantized matrix. With at least
+// a few rows of x (gemmMinRows) a product goes through the dense SGEMM
+// (mx/internal/sgemm.GemmPacked): the weight is decoded, group by group,
+// straight into the micro-kernel's packed B panels (a k-block × 16 slab at a
+// time), so each decoded value feeds a whole block of rows from registers;
+// gather_qmm makes one such product per expert from that expert's rows. With
+// fewer rows, kernels decode codes inside their inner loops (or a few rows at
+// a time into a small per-goroutine tile) and use the affine identity
 // Σ x·(s·q + b) = s·Σ x·q + b·Σ x so the bias costs one multiply per group.
-// They run on up to runtime.GOMAXPROCS goroutines once the work is large
+// Both run on up to runtime.GOMAXPROCS goroutines once the work is large
 // enough to pay for them. Scales and biases are float32 here; the caller
 // converts bf16/f16 tensors at load time (dequantization is exact either way,
 // since a bf16 value is exactly representable in float32).

@@ -61,6 +61,16 @@ func MatmulT(y, x []float32, M int, packed []uint32, scales, biases []float32, N
 		return
 	}
 	w := newQmat(packed, scales, biases, N, K, p)
+	if M >= gemmMinRows {
+		gemmT(y, x, M, w)
+		return
+	}
+	matmulTRows(y, x, M, w)
+}
+
+// matmulTRows is MatmulT through the kernels for few rows of x.
+func matmulTRows(y, x []float32, M int, w qmat) {
+	N, K := w.rows, w.cols
 	tiles := (N + tileN - 1) / tileN
 	forEach(tiles, M*N*K, func() func(lo, hi int) {
 		var sc scratch
@@ -81,6 +91,16 @@ func Matmul(y, x []float32, M int, packed []uint32, scales, biases []float32, K,
 		return
 	}
 	w := newQmat(packed, scales, biases, K, N, p)
+	if M >= gemmMinRows {
+		gemmN(y, x, M, w)
+		return
+	}
+	matmulRows(y, x, M, w)
+}
+
+// matmulRows is Matmul through the kernels for few rows of x.
+func matmulRows(y, x []float32, M int, w qmat) {
+	K, N, p := w.rows, w.cols, w.p
 	// Split columns (on group boundaries) and, when there are too few
 	// column groups to feed every goroutine, rows of x too.
 	cParts, mParts := 1, 1

@@ -1,0 +1,52 @@
+package goeng
+
+import (
+	"math"
+	"testing"
+)
+
+// TestExpRow: expRow's e^(x − shift) is within 2 float32 ulps (relative 2.4e-7) of
+// math.Exp across the softmax range, exact at 0 (e⁰ = 1: n = 0, r = 0, table entry 1),
+// 0 below the smallest normal float32 and for −∞, NaN for NaN; the returned sum is the
+// sum of what it wrote.
+func TestExpRow(t *testing.T) {
+	var xs []float32
+	for x := float32(-87); x <= 0; x += 0.0137 {
+		xs = append(xs, x)
+	}
+	xs = append(xs, 0, -1e-30, -0.5*float32(math.Ln2)/64, float32(math.Inf(-1)), -88, -1000)
+	const shift = 2.5
+	row := make([]float32, len(xs))
+	for i, x := range xs {
+		row[i] = x + shift
+	}
+	sum := expRow(row, shift)
+	var want float64
+	for i, x := range xs {
+		got := row[i]
+		want += float64(got)
+		ref := math.Exp(float64(row0(x, shift)))
+		switch {
+		case x < -87.3:
+			if got != 0 {
+				t.Fatalf("e^%v = %v, want 0", x, got)
+			}
+		case math.Abs(float64(got)-ref) > 2.4e-7*ref:
+			t.Fatalf("e^%v = %v, want %v (relative error %.2g)", x, got, ref, math.Abs(float64(got)-ref)/ref)
+		}
+	}
+	if row[len(xs)-6] != 1 {
+		t.Errorf("e^0 = %v, want exactly 1", row[len(xs)-6])
+	}
+	if math.Abs(sum-want) > 1e-12*want {
+		t.Errorf("sum %v, want %v", sum, want)
+	}
+	nan := []float32{float32(math.NaN()), 1}
+	expRow(nan, 1)
+	if !math.IsNaN(float64(nan[0])) || nan[1] != 1 {
+		t.Errorf("expRow([NaN 1], 1) = %v, want [NaN 1]", nan)
+	}
+}
+
+// row0 is the argument expRow actually exponentiates: (x + shift) − shift in float32.
+func row0(x, shift float32) float32 { return (x + shift) - shift }

@@ -1,0 +1,216 @@
+package quant
+
+import "github.com/dgtune/dgtune/mx/internal/sgemm"
+
+// gemmMinRows is the number of rows of x from which a product goes through
+// sgemm.GemmPacked, decoding the weight block by block into the micro-kernel's
+// B panels, instead of the kernels that decode codes next to the dot products.
+// Decoding costs about the same per weight either way; sgemm then reuses each
+// decoded weight across a block of rows held in registers. BenchmarkGemmThreshold
+// on one AVX2 core, K = 512, N = 1024 (GFLOP/s, few-row kernels vs GemmPacked,
+// for x·Wᵀ and x·W): 4-bit M = 2: 6.4 vs 5.2, 5.9 vs 5.5; M = 3: 5.7 vs 8.0,
+// 6.8 vs 8.4; M = 4: 6.4 vs 10.7, 7.3 vs 11.2; M = 32: 7.6 vs 48.5, 9.0 vs 48.6.
+// 3-bit M = 2: 2.3 vs 2.0, 2.5 vs 2.5; M = 3: 1.9 vs 3.0, 3.3 vs 3.7.
+const gemmMinRows = 3
+
+const pw = sgemm.PanelWidth
+
+// packT is a sgemm.PackFunc presenting op(B) = Wᵀ for W[N, K] quantized along K
+// (x·Wᵀ): panel column j of k-row p is W[j0+j, pc+p]. Each row of W is decoded
+// group by group and written down its panel column.
+//
+// sgemm starts every k-block but the last on a multiple of KBlock and ends the
+// last at K; both are multiples of 32, as are group starts, so every run decoded
+// here starts on a whole word of the bit stream and is a multiple of 32 codes.
+func (w qmat) packT(dst []float32, pc, kb, j0, nt int) {
+	gs, bits := w.p.GroupSize, w.p.Bits
+	var code [128]float32
+	for jr := 0; jr < nt; jr += pw {
+		panel := dst[jr*kb : (jr+pw)*kb]
+		nn := min(pw, nt-jr)
+		if nn < pw {
+			clear(panel)
+		}
+		for j := range nn {
+			words, s, b := w.row(j0 + jr + j)
+			for p0 := pc; p0 < pc+kb; {
+				g := p0 / gs
+				p1 := min((g+1)*gs, pc+kb)
+				n := p1 - p0
+				out := panel[(p0-pc)*pw+j:]
+				out = out[:(n-1)*pw+1]
+				ws := words[p0*bits/32:]
+				sg, bg := s[g], b[g]
+				switch bits {
+				case 4:
+					// The 16 values a code can take in this group, so that each code
+					// costs a load instead of a multiply-add.
+					var tab [16]float32
+					for c := range tab {
+						tab[c] = sg*float32(c) + bg
+					}
+					ws = ws[:n/8]
+					for i, wd := range ws {
+						o := out[i*8*pw:]
+						o = o[:7*pw+1]
+						o[0], o[pw], o[2*pw], o[3*pw] = tab[wd&15], tab[wd>>4&15], tab[wd>>8&15], tab[wd>>12&15]
+						o[4*pw], o[5*pw], o[6*pw], o[7*pw] = tab[wd>>16&15], tab[wd>>20&15], tab[wd>>24&15], tab[wd>>28]
+					}
+				case 8:
+					ws = ws[:n/4]
+					for i, wd := range ws {
+						o := out[i*4*pw:]
+						o = o[:3*pw+1]
+						o[0], o[pw] = sg*bytes8[wd&255]+bg, sg*bytes8[wd>>8&255]+bg
+						o[2*pw], o[3*pw] = sg*bytes8[wd>>16&255]+bg, sg*bytes8[wd>>24]+bg
+					}
+				default:
+					c := code[:n]
+					decodeCodes(c, ws, bits)
+					for i, q := range c {
+						out[i*pw] = sg*q + bg
+					}
+				}
+				p0 = p1
+			}
+		}
+	}
+}
+
+// packN is a sgemm.PackFunc presenting op(B) = W for W[K, N] quantized along N
+// (x·W): k-row p of a panel is W[pc+p, c:c+16] for the panel's first column c.
+// A panel row lies inside one group whenever c is a multiple of the panel width
+// (groups are multiples of it), which is how sgemm cuts columns; any other start
+// takes a per-element path.
+func (w qmat) packN(dst []float32, pc, kb, j0, nt int) {
+	gs, bits := w.p.GroupSize, w.p.Bits
+	if bits == 4 && j0%pw == 0 && j0+(nt+pw-1)/pw*pw <= w.cols {
+		w.packN4(dst, pc, kb, j0, nt)
+		return
+	}
+	for jr := 0; jr < nt; jr += pw {
+		panel := dst[jr*kb : (jr+pw)*kb]
+		c := j0 + jr
+		nn := min(pw, nt-jr)
+		if c%pw != 0 || c+pw > w.cols {
+			w.packNSlow(panel, pc, kb, c, nn)
+			continue
+		}
+		g := c / gs
+		for p := range kb {
+			r := pc + p
+			sg, bg := w.scales[r*w.ng+g], w.biases[r*w.ng+g]
+			words := w.packed[r*w.wpr : (r+1)*w.wpr]
+			d := (*[pw]float32)(panel[p*pw : (p+1)*pw])
+			switch bits {
+			case 4:
+				ws := (*[2]uint32)(words[c/8 : c/8+2])
+				for h, wd := range ws {
+					l0, l1, l2, l3 := &nibbles[wd&255], &nibbles[wd>>8&255], &nibbles[wd>>16&255], &nibbles[wd>>24]
+					o := (*[8]float32)(d[h*8 : h*8+8])
+					o[0], o[1], o[2], o[3] = sg*l0[0]+bg, sg*l0[1]+bg, sg*l1[0]+bg, sg*l1[1]+bg
+					o[4], o[5], o[6], o[7] = sg*l2[0]+bg, sg*l2[1]+bg, sg*l3[0]+bg, sg*l3[1]+bg
+				}
+			case 8:
+				ws := (*[4]uint32)(words[c/4 : c/4+4])
+				for h, wd := range ws {
+					o := (*[4]float32)(d[h*4 : h*4+4])
+					o[0], o[1] = sg*bytes8[wd&255]+bg, sg*bytes8[wd>>8&255]+bg
+					o[2], o[3] = sg*bytes8[wd>>16&255]+bg, sg*bytes8[wd>>24]+bg
+				}
+			default:
+				decodeAt(d[:], words, c*bits, bits)
+				for i, q := range d {
+					d[i] = sg*q + bg
+				}
+			}
+			if nn < pw {
+				clear(d[nn:])
+			}
+		}
+	}
+}
+
+// packN4 is packN for 4-bit codes and whole panels that start on a multiple of the
+// panel width. It walks W row by row, so that the 16 values a code can take in one group
+// (s·c + b, computed as in Dequantize) are tabulated once and shared by the group's
+// gs/16 panel rows: a code then costs a load instead of a multiply-add.
+func (w qmat) packN4(dst []float32, pc, kb, j0, nt int) {
+	gs := w.p.GroupSize
+	np := (nt + pw - 1) / pw
+	var tab [16]float32
+	for p := range kb {
+		r := pc + p
+		words := w.packed[r*w.wpr : (r+1)*w.wpr]
+		scales, biases := w.scales[r*w.ng:(r+1)*w.ng], w.biases[r*w.ng:(r+1)*w.ng]
+		g := -1
+		for q := range np {
+			c := j0 + q*pw
+			if c/gs != g {
+				g = c / gs
+				sg, bg := scales[g], biases[g]
+				for code := range tab {
+					tab[code] = sg*float32(code) + bg
+				}
+			}
+			ws := (*[2]uint32)(words[c/8 : c/8+2])
+			d := (*[pw]float32)(dst[q*kb*pw+p*pw:][:pw])
+			lo, hi := ws[0], ws[1]
+			d[0], d[1], d[2], d[3] = tab[lo&15], tab[lo>>4&15], tab[lo>>8&15], tab[lo>>12&15]
+			d[4], d[5], d[6], d[7] = tab[lo>>16&15], tab[lo>>20&15], tab[lo>>24&15], tab[lo>>28]
+			d[8], d[9], d[10], d[11] = tab[hi&15], tab[hi>>4&15], tab[hi>>8&15], tab[hi>>12&15]
+			d[12], d[13], d[14], d[15] = tab[hi>>16&15], tab[hi>>20&15], tab[hi>>24&15], tab[hi>>28]
+			if nn := nt - q*pw; nn < pw {
+				clear(d[nn:])
+			}
+		}
+	}
+}
+
+// packNSlow fills one panel of packN element by element, for a first column c
+// that is not a multiple of the panel width or a panel that reaches past the row.
+func (w qmat) packNSlow(panel []float32, pc, kb, c, nn int) {
+	gs, bits := w.p.GroupSize, w.p.Bits
+	clear(panel[:kb*pw])
+	var q [1]float32
+	for p := range kb {
+		r := pc + p
+		words := w.packed[r*w.wpr : (r+1)*w.wpr]
+		for j := range nn {
+			col := c + j
+			decodeAt(q[:], words, col*bits, bits)
+			g := r*w.ng + col/gs
+			panel[p*pw+j] = w.scales[g]*q[0] + w.biases[g]
+		}
+	}
+}
+
+// decodeAt unpacks len(dst) codes starting at stream bit off, which need not
+// fall on a word (3- and 5-bit codes do not pack 16 to a whole word count).
+func decodeAt(dst []float32, words []uint32, off, bits int) {
+	mask := uint64(1)<<bits - 1
+	wi := off / 32
+	acc := uint64(words[wi]) >> (off % 32)
+	n := 32 - off%32
+	wi++
+	for j := range dst {
+		if n < bits {
+			acc |= uint64(words[wi]) << n
+			wi++
+			n += 32
+		}
+		dst[j] = float32(acc & mask)
+		acc >>= bits
+		n -= bits
+	}
+}
+
+// gemmT is y[M, N] = x[M, K]·Wᵀ through sgemm with W decoded by packT.
+func gemmT(y, x []float32, M int, w qmat) {
+	sgemm.GemmPacked(sgemm.NoTrans, M, w.rows, w.cols, x, w.cols, w.packT, y, w.rows, false)
+}
+
+// gemmN is y[M, N] = x[M, K]·W through sgemm with W decoded by packN.
+func gemmN(y, x []float32, M int, w qmat) {
+	sgemm.GemmPacked(sgemm.NoTrans, M, w.cols, w.rows, x, w.rows, w.packN, y, w.cols, false)
+}
