@@ -276,21 +276,8 @@ func parseNormalizer(raw json.RawMessage, where string) (normalizer, error) {
 	}
 	switch typ {
 	case "Sequence":
-		var s struct {
-			Normalizers []json.RawMessage `json:"normalizers"`
-		}
-		if err := decodeInto(raw, where, &s); err != nil {
-			return nil, err
-		}
-		seq := make(normSequence, 0, len(s.Normalizers))
-		for i, r := range s.Normalizers {
-			n, err := parseNormalizer(r, fmt.Sprintf("%s.normalizers[%d]", where, i))
-			if err != nil {
-				return nil, err
-			}
-			seq = append(seq, n)
-		}
-		return seq, nil
+		items, err := parseSequence(raw, where, "normalizers", parseNormalizer)
+		return normSequence(items), err
 	case "Replace":
 		return parseReplace(raw, where)
 	case "Prepend":
@@ -336,21 +323,8 @@ func parsePreTokenizer(raw json.RawMessage, where string) (preTokenizer, error) 
 	}
 	switch typ {
 	case "Sequence":
-		var s struct {
-			PreTokenizers []json.RawMessage `json:"pretokenizers"`
-		}
-		if err := decodeInto(raw, where, &s); err != nil {
-			return nil, err
-		}
-		seq := make(preSequence, 0, len(s.PreTokenizers))
-		for i, r := range s.PreTokenizers {
-			p, err := parsePreTokenizer(r, fmt.Sprintf("%s.pretokenizers[%d]", where, i))
-			if err != nil {
-				return nil, err
-			}
-			seq = append(seq, p)
-		}
-		return seq, nil
+		items, err := parseSequence(raw, where, "pretokenizers", parsePreTokenizer)
+		return preSequence(items), err
 	case "Split":
 		var s struct {
 			Pattern  *patternJSON `json:"pattern"`
@@ -446,21 +420,8 @@ func parseDecoder(raw json.RawMessage, where string) (decoder, error) {
 	}
 	switch typ {
 	case "Sequence":
-		var s struct {
-			Decoders []json.RawMessage `json:"decoders"`
-		}
-		if err := decodeInto(raw, where, &s); err != nil {
-			return nil, err
-		}
-		seq := make(decSequence, 0, len(s.Decoders))
-		for i, r := range s.Decoders {
-			d, err := parseDecoder(r, fmt.Sprintf("%s.decoders[%d]", where, i))
-			if err != nil {
-				return nil, err
-			}
-			seq = append(seq, d)
-		}
-		return seq, nil
+		items, err := parseSequence(raw, where, "decoders", parseDecoder)
+		return decSequence(items), err
 	case "Replace":
 		r, err := parseReplace(raw, where)
 		if err != nil {
@@ -603,4 +564,28 @@ func (t *Tokenizer) addTokens(list []addedTokenJSON) error {
 		return fmt.Errorf("%w: empty vocab", ErrBadModel)
 	}
 	return nil
+}
+
+// parseSequence parses a Sequence component: the JSON array under field, each element
+// parsed by parse with its position in the error context.
+func parseSequence[T any](raw json.RawMessage, where, field string, parse func(json.RawMessage, string) (T, error)) ([]T, error) {
+	var s map[string]json.RawMessage
+	if err := decodeInto(raw, where, &s); err != nil {
+		return nil, err
+	}
+	var list []json.RawMessage
+	if r, ok := s[field]; ok {
+		if err := decodeInto(r, where+"."+field, &list); err != nil {
+			return nil, err
+		}
+	}
+	out := make([]T, 0, len(list))
+	for i, r := range list {
+		v, err := parse(r, fmt.Sprintf("%s.%s[%d]", where, field, i))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, nil
 }
