@@ -33,16 +33,31 @@ func bcastRows(out []int, sa, sb []int, f func(o, ia, ib, n, da, db int)) {
 	})
 }
 
-func binaryF32(out []int, as, bs []int, a, b []float32, fn func(x, y float32) float32) []float32 {
+// binaryF32 applies fn elementwise with broadcasting. arith, when not nil, is the same
+// op as a whole-row loop; same-shape rows use it, and rows against one value use inline
+// loops for add and multiply, to avoid a call per element.
+func binaryF32(op mx.BinaryOp, out []int, as, bs []int, a, b []float32, fn func(x, y float32) float32, arith func(dst, x, y []float32)) []float32 {
 	res := make([]float32, numel(out))
 	sa, sb := broadcastStrides(as, out), broadcastStrides(bs, out)
 	bcastRows(out, sa, sb, func(o, ia, ib, n, da, db int) {
 		dst := res[o : o+n]
 		switch {
+		case da == 1 && db == 1 && arith != nil:
+			arith(dst, a[ia:ia+n], b[ib:ib+n])
 		case da == 1 && db == 1:
 			x, y := a[ia:ia+n], b[ib:ib+n]
 			for i := range dst {
 				dst[i] = fn(x[i], y[i])
+			}
+		case da == 1 && db == 0 && op == mx.OpMultiply:
+			x, y := a[ia:ia+n], b[ib]
+			for i := range dst {
+				dst[i] = x[i] * y
+			}
+		case da == 1 && db == 0 && op == mx.OpAdd:
+			x, y := a[ia:ia+n], b[ib]
+			for i := range dst {
+				dst[i] = x[i] + y
 			}
 		case da == 1 && db == 0:
 			x, y := a[ia:ia+n], b[ib]
@@ -225,7 +240,7 @@ func binaryKernel(op mx.BinaryOp, a, b *tensor) *tensor {
 		dt = mx.Int32 // arithmetic on bools
 	}
 	if dt.IsFloat() {
-		return fromF32(out, dt, binaryF32(out, a.shape, b.shape, a.f32(), b.f32(), f32Func(op)))
+		return fromF32(out, dt, binaryF32(op, out, a.shape, b.shape, a.f32(), b.f32(), f32Func(op), f32Rows(op)))
 	}
 	return fromI64(out, dt, binaryGeneric(out, a.shape, b.shape, a.i64(), b.i64(), i64Func(op)))
 }
@@ -415,4 +430,44 @@ func b2i(b bool) int64 {
 		return 1
 	}
 	return 0
+}
+
+// f32Rows returns whole-row loops for the ops that dominate training (the residual
+// stream, norms, GeGLU, gradient accumulation); nil for the rest.
+func f32Rows(op mx.BinaryOp) func(dst, x, y []float32) {
+	switch op {
+	case mx.OpAdd:
+		return func(dst, x, y []float32) {
+			y = y[:len(dst)]
+			x = x[:len(dst)]
+			for i := range dst {
+				dst[i] = x[i] + y[i]
+			}
+		}
+	case mx.OpSubtract:
+		return func(dst, x, y []float32) {
+			y = y[:len(dst)]
+			x = x[:len(dst)]
+			for i := range dst {
+				dst[i] = x[i] - y[i]
+			}
+		}
+	case mx.OpMultiply:
+		return func(dst, x, y []float32) {
+			y = y[:len(dst)]
+			x = x[:len(dst)]
+			for i := range dst {
+				dst[i] = x[i] * y[i]
+			}
+		}
+	case mx.OpDivide:
+		return func(dst, x, y []float32) {
+			y = y[:len(dst)]
+			x = x[:len(dst)]
+			for i := range dst {
+				dst[i] = x[i] / y[i]
+			}
+		}
+	}
+	return nil
 }
