@@ -22,16 +22,12 @@ type fullParams struct {
 }
 
 func newFullParams(m *dg.Model) (*fullParams, error) {
-	ck := m.Embed.Quant != nil
-	for _, l := range m.Layers {
-		if _, q := l.Q.(*dg.Quantized); q {
-			ck = true
-		}
-	}
-	if ck {
+	slots := m.DenseTensors()
+	// Every expected tensor is dense only in an unquantized checkpoint.
+	if len(slots) < len(dg.ExpectedTensors(m.Config)) {
 		return nil, fmt.Errorf("fine_tune_type full needs an unquantized model; this one is quantized (use lora)")
 	}
-	return &fullParams{slots: m.DenseTensors()}, nil
+	return &fullParams{slots: slots}, nil
 }
 
 func (f *fullParams) Params() map[string]*mx.Array {
