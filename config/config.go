@@ -21,6 +21,7 @@ type Config struct {
 	LRSchedule            LRSchedule   `mapstructure:"lr_schedule"`
 	GradAccumulationSteps int          `mapstructure:"grad_accumulation_steps" help:"micro-batches averaged per optimizer step"`
 	GradClip              float64      `mapstructure:"grad_clip" help:"clip the global gradient norm to this (0 = off)"`
+	GradCheckpoint        bool         `mapstructure:"grad_checkpoint" help:"recompute each layer in the backward pass instead of keeping its activations (less memory, ~1/3 more compute; lora only)"`
 	EarlyStoppingPatience int          `mapstructure:"early_stopping_patience" help:"stop after this many evaluations without a better val loss (0 = off)"`
 	Shuffle               bool         `mapstructure:"shuffle" help:"shuffle the train split each epoch (seeded)"`
 

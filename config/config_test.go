@@ -63,6 +63,7 @@ func TestBadConfigs(t *testing.T) {
 		{"lora_parameters: 3\n", `"lora_parameters" must be a mapping`},
 		{"batch_size: 0\n", "batch_size 0"},
 		{"t_min: 1.5\n", "t_min 1.5"},
+		{"fine_tune_type: full\ngrad_checkpoint: true\n", "grad_checkpoint: needs fine_tune_type lora"},
 	}
 	for _, c := range cases {
 		_, err := Load(writeYAML(t, c.yaml), nil)

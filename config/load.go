@@ -246,6 +246,9 @@ func (c Config) Validate() error {
 	oneOf("loss_positions", c.LossPositions, "corrupted", "all")
 	oneOf("weighting", c.Weighting, "none", "inv_t")
 	oneOf("eval.sampler", c.Eval.Sampler, "confidence", "entropy")
+	if c.GradCheckpoint && c.FineTuneType == "full" {
+		bad("grad_checkpoint: needs fine_tune_type lora (a checkpointed layer passes gradients only to LoRA arrays)")
+	}
 	if c.LoRAParameters.Rank < 1 {
 		bad("lora_parameters.rank %d: must be at least 1", c.LoRAParameters.Rank)
 	}

@@ -1,6 +1,8 @@
 package lora
 
 import (
+	"fmt"
+
 	"github.com/dgtune/dgtune/model/diffusiongemma"
 	"github.com/dgtune/dgtune/mx"
 )
@@ -21,6 +23,9 @@ type Linear struct {
 	Training bool
 	Key      *mx.Array
 	calls    int
+	// origin is the linear a WithParams copy stands in for; the copy's Forward calls
+	// move origin's chain of masks past the ones they drew.
+	origin *Linear
 }
 
 // Forward is base(x) + cast_to_dtype_of_x(scale·((dropout(x)·A)·B)).
@@ -34,6 +39,36 @@ func (l *Linear) Dims() (in, out int) { return l.Base.Dims() }
 
 // Rank returns r.
 func (l *Linear) Rank() int { return l.A.Dim(1) }
+
+// Params returns A and B, then the arrays of a LoRA base (stacked adapters): what a
+// checkpointed layer passes explicitly (diffusiongemma.ParamLinear).
+func (l *Linear) Params() []*mx.Array {
+	ps := []*mx.Array{l.A, l.B}
+	if b, ok := l.Base.(diffusiongemma.ParamLinear); ok {
+		ps = append(ps, b.Params()...)
+	}
+	return ps
+}
+
+// WithParams returns a copy of l with ps (in the order of Params) in place of its
+// arrays. The copy continues l's dropout chain from where l stands now, whatever l
+// draws later, and moves l past the masks it draws; copies of a copy continue from the
+// same place, so a layer re-run from one snapshot replays the same masks.
+func (l *Linear) WithParams(ps []*mx.Array) diffusiongemma.Linear {
+	n := len(l.Params())
+	if len(ps) != n {
+		panic(fmt.Sprintf("lora: WithParams: %d arrays for %d parameters", len(ps), n))
+	}
+	c := *l
+	c.A, c.B = ps[0], ps[1]
+	if b, ok := l.Base.(diffusiongemma.ParamLinear); ok {
+		c.Base = b.WithParams(ps[2:])
+	}
+	if l.origin == nil {
+		c.origin = l
+	}
+	return &c
+}
 
 // SetTraining turns dropout on with key (a fresh chain of masks), or off when key is nil.
 func (l *Linear) SetTraining(key *mx.Array) {
@@ -58,6 +93,9 @@ func (l *Linear) dropout(x *mx.Array) *mx.Array {
 		k, maskKey = ks[0], ks[1]
 	}
 	l.calls++
+	if o := l.origin; o != nil && o.calls < l.calls {
+		o.calls = l.calls
+	}
 	u := mx.Uniform(maskKey, x.Shape(), 0, 1, mx.Float32)
 	keep := mx.AsType(mx.Less(u, mx.Scalar(x.Engine(), 1-p, mx.Float32)), x.DType())
 	return mx.MulScalar(mx.Multiply(x, keep), 1/(1-p))

@@ -181,6 +181,9 @@ type Engine interface {
 	// Autodiff.
 	StopGradient(x Handle) Handle
 	ValueAndGrad(f func(args []Handle) []Handle, args []Handle, argnums []int) (values, grads []Handle)
+	// GradCheckpoint returns f(args) without keeping f's intermediate arrays for the
+	// backward: a gradient through the outputs runs f again. f must be pure in args.
+	GradCheckpoint(f func(args []Handle) []Handle, args []Handle) []Handle
 }
 
 // registry of engines compiled into the binary; written only from init functions.

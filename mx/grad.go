@@ -69,3 +69,54 @@ func Grad(f func(args []*Array) *Array, argnums ...int) func(args []*Array) []*A
 		return g
 	}
 }
+
+// GradCheckpoint returns a function that computes f but keeps none of f's intermediate
+// arrays for a surrounding ValueAndGrad: the backward pass runs f again to rebuild
+// them, trading compute for memory (gradient checkpointing).
+//
+// f must be pure in its arguments: arrays it captures from outside are constants to
+// the gradient (on MLX as on the go engine) and must outlive the backward pass (not
+// arrays made inside the function given to ValueAndGrad, which MLX frees when it
+// returns), and f must draw the same random numbers each time it runs. Every argument
+// must be non-nil and from one engine.
+func GradCheckpoint(f func(args []*Array) []*Array) func(args []*Array) []*Array {
+	return func(args []*Array) []*Array {
+		if len(args) == 0 {
+			panic("mx: grad_checkpoint: no arguments")
+		}
+		for i, a := range args {
+			if a == nil {
+				panic(fmt.Sprintf("mx: grad_checkpoint: argument %d is nil", i))
+			}
+		}
+		e := sameEngine("grad_checkpoint", args...)
+		hs := make([]Handle, len(args))
+		for i, a := range args {
+			hs[i] = a.h
+		}
+		inner := func(in []Handle) []Handle {
+			wrapped := make([]*Array, len(in))
+			for i, h := range in {
+				wrapped[i] = Wrap(e, h)
+			}
+			outs := f(wrapped)
+			if len(outs) == 0 {
+				panic("mx: grad_checkpoint: function returned nothing")
+			}
+			res := make([]Handle, len(outs))
+			for i, o := range outs {
+				if o == nil {
+					panic(fmt.Sprintf("mx: grad_checkpoint: output %d is nil", i))
+				}
+				res[i] = o.h
+			}
+			return res
+		}
+		outs := e.GradCheckpoint(inner, hs)
+		res := make([]*Array, len(outs))
+		for i, h := range outs {
+			res[i] = Wrap(e, h)
+		}
+		return res
+	}
+}

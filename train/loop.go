@@ -96,6 +96,10 @@ func prepare(cfg config.Config, opt Options) (*run, error) {
 		return nil, fmt.Errorf("adapter_path: %w", err)
 	}
 	if cfg.FineTuneType == "full" {
+		if cfg.GradCheckpoint {
+			// A checkpointed layer passes gradients only to the LoRA arrays it is given.
+			return nil, fmt.Errorf("grad_checkpoint needs fine_tune_type lora, not full")
+		}
 		if r.params, err = newFullParams(s.Model); err != nil {
 			return nil, err
 		}
@@ -105,6 +109,7 @@ func prepare(cfg config.Config, opt Options) (*run, error) {
 			return nil, err
 		}
 		r.params = a
+		s.Model.GradCheckpoint = cfg.GradCheckpoint
 	}
 	if r.opt, err = newOptimizer(cfg, r.params.Params()); err != nil {
 		return nil, err

@@ -20,6 +20,11 @@ type Model struct {
 	EncoderScalars []*mx.Array
 	// Vision is the image encoder; nil for a text-only checkpoint (see EncodeWithImages).
 	Vision *VisionTower
+	// GradCheckpoint runs every layer of Encode and Decode through mx.GradCheckpoint, so
+	// a gradient pass keeps each layer's inputs instead of its activations and
+	// recomputes the layer during the backward pass. Only the arrays of ParamLinear
+	// linears (LoRA) receive gradients through a checkpointed layer.
+	GradCheckpoint bool
 }
 
 // SelfConditioning mixes the previous step's soft embedding into the canvas input.
@@ -79,19 +84,36 @@ func (m *Model) Encode(ids *mx.Array, c *Cache) {
 func (m *Model) encode(h *mx.Array, c *Cache, blocks []int) {
 	s := h.Dim(1)
 	offset := c.Offset
+	window := m.Config.TextConfig.SlidingWindow
 	for i, l := range m.Layers {
-		h = l.forward(m, h, m.EncoderScalars[i], func(q, k, v *mx.Array) *mx.Array {
-			lc := c.Layers[i]
-			lc.append(k, v)
-			mask := encoderMaskBlocks(m.Engine, offset, s, lc.Start, lc.K.Dim(2), l.Full, m.Config.TextConfig.SlidingWindow, blocks)
-			out := mx.ScaledDotProductAttention(q, lc.K, lc.V, 1.0, mask)
-			if !l.Full {
-				// Trim only after attending: this chunk's first queries still need the
-				// keys just before it.
-				lc.trim(m.Config.TextConfig.SlidingWindow)
+		lc := c.Layers[i]
+		start0, start := lc.Start, lc.Start
+		// The layer reads the cache's earlier keys and values and returns the new ones,
+		// so that a checkpointed layer sees them as explicit inputs and outputs.
+		inputs := []*mx.Array{h}
+		if lc.K != nil {
+			inputs = append(inputs, lc.K, lc.V)
+		}
+		outs := m.runLayer(l, inputs, func(l *Layer, in []*mx.Array) []*mx.Array {
+			tmp := &LayerCache{Start: start0} // lc has moved on when a backward pass re-runs this
+			if len(in) == 3 {
+				tmp.K, tmp.V = in[1], in[2]
 			}
-			return out
-		}, offset)
+			out := l.forward(m, in[0], m.EncoderScalars[i], func(q, k, v *mx.Array) *mx.Array {
+				tmp.append(k, v)
+				mask := encoderMaskBlocks(m.Engine, offset, s, tmp.Start, tmp.K.Dim(2), l.Full, window, blocks)
+				out := mx.ScaledDotProductAttention(q, tmp.K, tmp.V, 1.0, mask)
+				if !l.Full {
+					// Trim only after attending: this chunk's first queries still need the
+					// keys just before it.
+					tmp.trim(window)
+				}
+				return out
+			}, offset)
+			start = tmp.Start
+			return []*mx.Array{out, tmp.K, tmp.V}
+		})
+		h, lc.K, lc.V, lc.Start = outs[0], outs[1], outs[2], start
 	}
 	c.Offset += s
 }
@@ -140,24 +162,30 @@ func (m *Model) Decode(canvas *mx.Array, c *Cache, sc *mx.Array) *mx.Array {
 		h = mx.Add(h, mlp)
 	}
 	h = mx.RMSNorm(h, nil, m.eps())
+	offset := c.Offset
 	for i, l := range m.Layers {
-		h = l.forward(m, h, l.Scalar, func(q, k, v *mx.Array) *mx.Array {
-			lc := c.Layers[i]
-			if lc.K != nil {
-				ek, ev := lc.K, lc.V
-				if !l.Full {
-					// Every canvas token sees the same last window−1 encoded positions.
-					keep := t.SlidingWindow - 1
-					if first := c.Offset - keep; first > lc.Start {
-						ek = mx.SliceAxis(ek, 2, first-lc.Start, ek.Dim(2))
-						ev = mx.SliceAxis(ev, 2, first-lc.Start, ev.Dim(2))
-					}
+		inputs := []*mx.Array{h}
+		if lc := c.Layers[i]; lc.K != nil {
+			ek, ev := lc.K, lc.V
+			if !l.Full {
+				// Every canvas token sees the same last window−1 encoded positions.
+				keep := t.SlidingWindow - 1
+				if first := c.Offset - keep; first > lc.Start {
+					ek = mx.SliceAxis(ek, 2, first-lc.Start, ek.Dim(2))
+					ev = mx.SliceAxis(ev, 2, first-lc.Start, ev.Dim(2))
 				}
-				k = mx.Concatenate([]*mx.Array{ek, k}, 2)
-				v = mx.Concatenate([]*mx.Array{ev, v}, 2)
 			}
-			return mx.ScaledDotProductAttention(q, k, v, 1.0, nil)
-		}, c.Offset)
+			inputs = append(inputs, ek, ev)
+		}
+		h = m.runLayer(l, inputs, func(l *Layer, in []*mx.Array) []*mx.Array {
+			return []*mx.Array{l.forward(m, in[0], l.Scalar, func(q, k, v *mx.Array) *mx.Array {
+				if len(in) == 3 {
+					k = mx.Concatenate([]*mx.Array{in[1], k}, 2)
+					v = mx.Concatenate([]*mx.Array{in[2], v}, 2)
+				}
+				return mx.ScaledDotProductAttention(q, k, v, 1.0, nil)
+			}, offset)}
+		})[0]
 	}
 	h = mx.RMSNorm(h, m.Norm, m.eps())
 	return m.head(h)

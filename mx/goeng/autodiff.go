@@ -16,14 +16,21 @@ type node struct {
 	// A nil vjp on a non-leaf means the op has no derivative.
 	vjp  func(g *tensor) []*tensor
 	leaf bool
+	// depth is how many checkpoint recomputations deep the tensor was made (0 for the
+	// graph of ValueAndGrad). A recomputation's backward walks only its own depth and
+	// deeper, so arrays its function captured from outside stay constants, as on MLX.
+	depth int
 }
 
 // record attaches a node to out when any input is traced. vjp is only called during
 // the backward pass.
 func record(out *tensor, op string, inputs []*tensor, vjp func(g *tensor) []*tensor) mx.Handle {
-	traced := false
+	traced, depth := false, 0
 	for _, in := range inputs {
-		traced = traced || (in != nil && in.node != nil)
+		if in != nil && in.node != nil {
+			traced = true
+			depth = max(depth, in.node.depth)
+		}
 	}
 	if !traced {
 		return untraced(out)
@@ -35,7 +42,7 @@ func record(out *tensor, op string, inputs []*tensor, vjp func(g *tensor) []*ten
 	if !fresh { // out is an input (or traced already): give it its own identity
 		out = &tensor{shape: out.shape, dt: out.dt, data: out.data}
 	}
-	out.node = &node{op: op, inputs: inputs, vjp: vjp}
+	out.node = &node{op: op, inputs: inputs, vjp: vjp, depth: depth}
 	return out
 }
 
@@ -66,7 +73,7 @@ func (e *Engine) ValueAndGrad(f func([]mx.Handle) []mx.Handle, args []mx.Handle,
 	}
 	outs := f(in)
 	y := tt(outs[0])
-	grads := backward(y, leaves)
+	grads := backward([]*tensor{y}, []*tensor{fromF32(y.shape, mx.Float32, fill(y.size(), 1))}, leaves, 0)
 	values := make([]mx.Handle, len(outs))
 	for i, o := range outs {
 		values[i] = untraced(tt(o))
@@ -85,12 +92,13 @@ func (e *Engine) ValueAndGrad(f func([]mx.Handle) []mx.Handle, args []mx.Handle,
 	return values, res
 }
 
-// backward returns d y / d t for every traced tensor t reachable from y.
-func backward(y *tensor, leaves []*tensor) map[*tensor]*tensor {
+// backward walks the graph back from the roots ys, seeded with their cotangents
+// seeds (nil: none), and returns the cotangent of every traced tensor of depth
+// minDepth or more that the roots reach. Several roots are walked as one graph, so a
+// tensor shared by two of them is visited once with the sum of its cotangents.
+func backward(ys, seeds []*tensor, leaves []*tensor, minDepth int) map[*tensor]*tensor {
 	cot := map[*tensor]*tensor{}
-	if y.node == nil {
-		return cot
-	}
+	inside := func(t *tensor) bool { return t != nil && t.node != nil && t.node.depth >= minDepth }
 	// Topological order by iterative depth-first search.
 	var order []*tensor
 	state := map[*tensor]uint8{} // 1 = on stack, 2 = done
@@ -98,24 +106,36 @@ func backward(y *tensor, leaves []*tensor) map[*tensor]*tensor {
 		t    *tensor
 		next int
 	}
-	stack := []frame{{t: y}}
-	state[y] = 1
-	for len(stack) > 0 {
-		top := &stack[len(stack)-1]
-		if top.next < len(top.t.node.inputs) {
-			in := top.t.node.inputs[top.next]
-			top.next++
-			if in != nil && in.node != nil && state[in] == 0 {
-				state[in] = 1
-				stack = append(stack, frame{t: in})
-			}
+	for i, y := range ys {
+		if !inside(y) || seeds[i] == nil {
 			continue
 		}
-		state[top.t] = 2
-		order = append(order, top.t)
-		stack = stack[:len(stack)-1]
+		if prev := cot[y]; prev != nil {
+			cot[y] = binaryKernel(mx.OpAdd, prev, seeds[i])
+		} else {
+			cot[y] = seeds[i]
+		}
+		if state[y] != 0 {
+			continue
+		}
+		stack := []frame{{t: y}}
+		state[y] = 1
+		for len(stack) > 0 {
+			top := &stack[len(stack)-1]
+			if top.next < len(top.t.node.inputs) {
+				in := top.t.node.inputs[top.next]
+				top.next++
+				if inside(in) && state[in] == 0 {
+					state[in] = 1
+					stack = append(stack, frame{t: in})
+				}
+				continue
+			}
+			state[top.t] = 2
+			order = append(order, top.t)
+			stack = stack[:len(stack)-1]
+		}
 	}
-	cot[y] = fromF32(y.shape, mx.Float32, fill(y.size(), 1))
 	isLeaf := map[*tensor]bool{}
 	for _, l := range leaves {
 		if l != nil {
@@ -136,7 +156,7 @@ func backward(y *tensor, leaves []*tensor) map[*tensor]*tensor {
 		}
 		gs := t.node.vjp(g)
 		for k, in := range t.node.inputs {
-			if in == nil || in.node == nil || k >= len(gs) || gs[k] == nil {
+			if !inside(in) || k >= len(gs) || gs[k] == nil {
 				continue
 			}
 			gk := gs[k]

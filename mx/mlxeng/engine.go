@@ -60,6 +60,17 @@ static mlx_closure mlxeng_closure(uintptr_t id) {
 	return mlx_closure_new_func_payload(mlxeng_trampoline, (void*)id, NULL);
 }
 
+// A checkpoint's closure outlives the call that made it (MLX re-runs it in the
+// backward pass), so it owns its handle: MLX's destructor releases it with the last
+// copy of the closure.
+extern void mlxengRelease(uintptr_t id);
+
+static void mlxeng_release(void* payload) { mlxengRelease((uintptr_t)payload); }
+
+static mlx_closure mlxeng_owned_closure(uintptr_t id) {
+	return mlx_closure_new_func_payload(mlxeng_trampoline, (void*)id, mlxeng_release);
+}
+
 // mlxeng_info copies shape (up to cap axes) and dtype in one call; it returns ndim.
 static int mlxeng_info(mlx_array a, int* shape, int cap, int* dtype) {
 	size_t nd = mlx_array_ndim(a);
@@ -151,6 +162,11 @@ type Engine struct {
 	scopes  [][]*array // arrays created in each open Tidy scope, innermost last
 	pending []C.mlx_array
 	npend   atomic.Int32 // len(pending), read without the lock on every op
+
+	// recomputeFailed is a panic inside a checkpointed function that MLX re-ran while
+	// differentiating; the value_and_grad that asked re-raises it. Touched only on the
+	// home thread, which runs every value_and_grad.
+	recomputeFailed any
 }
 
 // array is the engine's handle: one mlx_array reference plus the shape and dtype,
@@ -456,6 +472,9 @@ func (e *Engine) PeakMemory() (int64, error) {
 
 // closure makes the mlx_closure whose payload is the cgo handle id.
 func closure(id uintptr) C.mlx_closure { return C.mlxeng_closure(C.uintptr_t(id)) }
+
+// ownedClosure is closure for a handle that MLX deletes when it drops the closure.
+func ownedClosure(id uintptr) C.mlx_closure { return C.mlxeng_owned_closure(C.uintptr_t(id)) }
 
 // read evaluates a and copies its nbytes row-major bytes to p.
 func (e *Engine) read(a *array, p unsafe.Pointer, nbytes int) {

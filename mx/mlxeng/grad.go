@@ -20,6 +20,12 @@ type vgCall struct {
 	f      func([]mx.Handle) []mx.Handle
 	shape0 []int // the first output's shape, made 0-d for MLX's value_and_grad
 	failed any   // a panic inside f, re-raised once MLX has unwound
+	// keepShape passes the outputs through as they are (a checkpointed function rather
+	// than the function of value_and_grad).
+	keepShape bool
+	// constant marks the arguments f gets through stop_gradient: MLX's checkpoint asks
+	// for a VJP with respect to every input, which integer ones (indices) do not have.
+	constant []bool
 }
 
 // mlxengCallback is the body of the closure MLX calls while tracing. It must never let
@@ -33,6 +39,9 @@ func mlxengCallback(res *C.mlx_vector_array, input C.mlx_vector_array, id C.uint
 	defer func() {
 		if r := recover(); r != nil {
 			call.failed = r
+			if call.keepShape {
+				call.e.recomputeFailed = r
+			}
 			rc = 1
 		}
 	}()
@@ -43,17 +52,22 @@ func mlxengCallback(res *C.mlx_vector_array, input C.mlx_vector_array, id C.uint
 	args := make([]mx.Handle, len(in))
 	for i, a := range in {
 		args[i] = a
+		if i < len(call.constant) && call.constant[i] {
+			args[i] = e.StopGradient(a)
+		}
 	}
 	outs := call.f(args)
 	if len(outs) == 0 {
 		panic("mlx: value_and_grad: function returned nothing")
 	}
-	first := get(outs[0])
-	call.shape0 = slices.Clone(first.shape)
 	cs := make([]C.mlx_array, len(outs))
-	cs[0] = e.reshape(first, nil).c
-	for i, h := range outs[1:] {
-		cs[i+1] = get(h).c
+	for i, h := range outs {
+		cs[i] = get(h).c
+	}
+	if !call.keepShape {
+		first := get(outs[0])
+		call.shape0 = slices.Clone(first.shape)
+		cs[0] = e.reshape(first, nil).c
 	}
 	e.run("value_and_grad", func() C.int { return C.mlx_vector_array_set_data(res, &cs[0], C.size_t(len(cs))) })
 	return 0
@@ -99,6 +113,10 @@ func (e *Engine) ValueAndGrad(f func([]mx.Handle) []mx.Handle, args []mx.Handle,
 	if call.failed != nil {
 		panic(call.failed)
 	}
+	if r := e.recomputeFailed; r != nil && err != nil {
+		e.recomputeFailed = nil
+		panic(r)
+	}
 	if err != nil {
 		panic(err)
 	}
@@ -126,4 +144,49 @@ func (e *Engine) ValueAndGrad(f func([]mx.Handle) []mx.Handle, args []mx.Handle,
 		}
 	}
 	return out, grads
+}
+
+//export mlxengRelease
+func mlxengRelease(id C.uintptr_t) { cgo.Handle(uintptr(id)).Delete() }
+
+// GradCheckpoint implements mx.Engine with mlx.checkpoint: the closure over f is
+// recorded with a VJP that re-runs it, so MLX keeps only its inputs for the backward.
+func (e *Engine) GradCheckpoint(f func([]mx.Handle) []mx.Handle, args []mx.Handle) []mx.Handle {
+	call := &vgCall{e: e, f: f, keepShape: true, constant: make([]bool, len(args))}
+	for i, a := range args {
+		call.constant[i] = !get(a).dt.IsFloat()
+	}
+	id := cgo.NewHandle(call)
+	cl := ownedClosure(uintptr(id))
+	if cl.ctx == nil {
+		id.Delete()
+		panic(&Error{Op: "grad_checkpoint", Msg: "could not make the closure"})
+	}
+	defer C.mlx_closure_free(cl)
+	ck := C.mlx_closure_new()
+	defer C.mlx_closure_free(ck)
+	e.run("grad_checkpoint", func() C.int { return C.mlx_checkpoint(&ck, cl) })
+
+	in := vector(args)
+	defer C.mlx_vector_array_free(in)
+	outs := C.mlx_vector_array_new()
+	defer C.mlx_vector_array_free(outs)
+	var err error
+	e.atHome(func() {
+		err = e.try("grad_checkpoint", func() C.int { return C.mlx_closure_apply(&outs, ck, in) })
+	})
+	if failed := call.failed; failed != nil {
+		call.failed = nil
+		e.recomputeFailed = nil // the forward run failed, not a recomputation
+		panic(failed)
+	}
+	if err != nil {
+		panic(err)
+	}
+	arrs := e.unpack("grad_checkpoint", outs)
+	res := make([]mx.Handle, len(arrs))
+	for i, a := range arrs {
+		res[i] = a
+	}
+	return res
 }
