@@ -240,12 +240,7 @@ func (r *run) loop(ctx context.Context) (*Result, error) {
 			return nil, err
 		}
 	}
-	// The losses since the last report live in the state, so that a report after a
-	// resume averages the same steps as an uninterrupted run; the rates only time the
-	// steps of this process.
-	var timedSteps int
-	var windowTokens int64
-	windowStart := time.Now()
+	pace := meter{start: time.Now()}
 	for r.state.Step < r.total {
 		step := r.state.Step + 1
 		lr := r.sched(step - 1)
@@ -261,24 +256,10 @@ func (r *run) loop(ctx context.Context) (*Result, error) {
 		r.state.LearningRate = lr
 		r.state.TrainedTokens += tokens
 		r.state.Window = append(r.state.Window, loss)
-		timedSteps++
-		windowTokens += tokens
+		pace.add(tokens)
 		res.FinalLoss = loss
-
 		if step%r.cfg.StepsPerReport == 0 || step == r.total {
-			el := time.Since(windowStart).Seconds()
-			mean := 0.0
-			for _, l := range r.state.Window {
-				mean += l
-			}
-			mean /= float64(len(r.state.Window))
-			ips := float64(timedSteps) / el
-			r.reporter.Train(TrainReport{
-				Iteration: step, TrainLoss: mean, LearningRate: lr, ItersPerSecond: ips,
-				TokensPerSecond: float64(windowTokens) / el, TrainedTokens: r.state.TrainedTokens,
-				PeakMemory: PeakRSS(), ETASeconds: float64(r.total-step) / ips,
-			})
-			r.state.Window, timedSteps, windowTokens, windowStart = nil, 0, 0, time.Now()
+			r.report(step, lr, &pace)
 		}
 		stop := false
 		if (r.cfg.StepsPerEval > 0 && step%r.cfg.StepsPerEval == 0) || step == r.total {
@@ -312,6 +293,39 @@ func (r *run) loop(ctx context.Context) (*Result, error) {
 		res.FinalValLoss = &v
 	}
 	return res, nil
+}
+
+// meter times the steps of this process since the last report. The losses since the
+// last report live in the state instead, so that a report after a resume averages the
+// same steps as an uninterrupted run.
+type meter struct {
+	steps  int
+	tokens int64
+	start  time.Time
+}
+
+func (m *meter) add(tokens int64) {
+	m.steps++
+	m.tokens += tokens
+}
+
+// report sends the mean loss of the window and this process's rates, then opens a new
+// window.
+func (r *run) report(step int, lr float64, pace *meter) {
+	el := time.Since(pace.start).Seconds()
+	mean := 0.0
+	for _, l := range r.state.Window {
+		mean += l
+	}
+	mean /= float64(len(r.state.Window))
+	ips := float64(pace.steps) / el
+	r.reporter.Train(TrainReport{
+		Iteration: step, TrainLoss: mean, LearningRate: lr, ItersPerSecond: ips,
+		TokensPerSecond: float64(pace.tokens) / el, TrainedTokens: r.state.TrainedTokens,
+		PeakMemory: PeakRSS(), ETASeconds: float64(r.total-step) / ips,
+	})
+	r.state.Window = nil
+	*pace = meter{start: time.Now()}
 }
 
 // step runs grad_accumulation_steps micro-batches and one optimizer update, returning
