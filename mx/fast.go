@@ -1,9 +1,6 @@
 package mx
 
-import (
-	"fmt"
-	"math"
-)
+import "fmt"
 
 // RMSNorm normalises the last axis: x / sqrt(mean(x²) + eps) · weight, accumulating in
 // float32. weight may be nil (RMSNormNoScale).
@@ -66,12 +63,9 @@ func ScaledDotProductAttention(q, k, v *Array, scale float64, mask *Array) *Arra
 	return Wrap(e, e.ScaledDotProductAttention(q.h, k.h, v.h, scale, mh))
 }
 
-// GELUTanh is the tanh approximation 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))).
-func GELUTanh(x *Array) *Array {
-	c := math.Sqrt(2 / math.Pi)
-	inner := MulScalar(Add(x, MulScalar(Multiply(Square(x), x), 0.044715)), c)
-	return Multiply(MulScalar(x, 0.5), AddScalar(Tanh(inner), 1))
-}
+// GELUTanh is the tanh approximation 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))), a
+// single engine op (OpGELUTanh) with its own VJP. Integer inputs give float32.
+func GELUTanh(x *Array) *Array { return unary(OpGELUTanh, x) }
 
 // Quantize packs the last axis of w (MLX affine quantization).
 func Quantize(w *Array, groupSize, bits int) (wq, scales, biases *Array) {

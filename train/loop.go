@@ -42,6 +42,7 @@ type Result struct {
 	TrainedTokens int64    `json:"trained_tokens"`
 	AdapterPath   string   `json:"adapter_path"`
 	StoppedEarly  bool     `json:"stopped_early"`
+	AlreadyDone   bool     `json:"already_done,omitempty"` // resumed a finished run: nothing was trained
 }
 
 // run is one training run's moving parts.
@@ -233,7 +234,10 @@ func (r *run) resume() error {
 func (r *run) loop(ctx context.Context) (*Result, error) {
 	res := &Result{AdapterPath: r.cfg.AdapterPath}
 	if r.state.Step >= r.total {
-		return nil, fmt.Errorf("nothing to do: %s already holds %d trained steps of %d (raise iters or use another adapter_path)", r.cfg.AdapterPath, r.state.Step, r.total)
+		// A resumed run that had already finished (e.g. killed after its last save).
+		fmt.Fprintf(r.log, "nothing to do: %s already holds %d trained steps of %d\n", r.cfg.AdapterPath, r.state.Step, r.total)
+		res.Steps, res.TrainedTokens, res.BestValLoss, res.AlreadyDone = r.state.Step, r.state.TrainedTokens, r.state.BestValLoss, true
+		return res, nil
 	}
 	if r.state.Step == 0 {
 		if _, err := r.validate(0); err != nil {
@@ -330,7 +334,23 @@ func (r *run) report(step int, lr float64, pace *meter) {
 
 // step runs grad_accumulation_steps micro-batches and one optimizer update, returning
 // the mean loss and the number of tokens (prompt + canvas) processed.
-func (r *run) step(step int) (float64, int64, error) {
+func (r *run) step(step int) (loss float64, tokens int64, err error) {
+	// Everything a step creates is released when it ends except the new parameters and
+	// the optimizer state (deterministic memory on engines Go's GC cannot see).
+	mx.Tidy(r.s.Engine, func() []*mx.Array {
+		if loss, tokens, err = r.stepArrays(step); err != nil {
+			return nil
+		}
+		keep := mapValues(r.params.Params())
+		for _, a := range r.opt.State() {
+			keep = append(keep, a)
+		}
+		return keep
+	})
+	return loss, tokens, err
+}
+
+func (r *run) stepArrays(step int) (float64, int64, error) {
 	params := r.params.Params()
 	names := sortedNames(params)
 	var acc optim.Accumulator

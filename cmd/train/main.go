@@ -46,6 +46,10 @@ func newCommand() *cobra.Command {
 }
 
 func printResult(w io.Writer, r *train.Result, jsonPath string) error {
+	if r.AlreadyDone {
+		fmt.Fprintf(w, "already trained %d steps; nothing to do (adapter in %s)\n", r.Steps, r.AdapterPath)
+		return writeResultJSON(r, jsonPath)
+	}
 	line := fmt.Sprintf("trained %d steps: final train loss %.4f", r.Steps, r.FinalLoss)
 	if r.FinalValLoss != nil {
 		line += fmt.Sprintf(", val loss %.4f", *r.FinalValLoss)
@@ -54,6 +58,10 @@ func printResult(w io.Writer, r *train.Result, jsonPath string) error {
 		line += fmt.Sprintf(" (best %.4f)", *r.BestValLoss)
 	}
 	fmt.Fprintf(w, "%s; saved to %s\n", line, r.AdapterPath)
+	return writeResultJSON(r, jsonPath)
+}
+
+func writeResultJSON(r *train.Result, jsonPath string) error {
 	if jsonPath == "" {
 		return nil
 	}

@@ -1,6 +1,7 @@
 package goeng_test
 
 import (
+	"math"
 	"math/rand/v2"
 	"testing"
 
@@ -110,6 +111,27 @@ func TestGradients(t *testing.T) {
 			f := func(a []*mx.Array) *mx.Array { return mxtest.Project(c.op(a), uint64(i)) }
 			mxtest.GradCheck(t, f, args, nums, c.opt)
 		})
+	}
+}
+
+// TestGELUTanhGradValues checks the fused VJP at hand-derived points:
+// d/dx = 0.5·(1 + t) + 0.5·x·(1 − t²)·√(2/π)·(1 + 3·0.044715·x²), t = tanh u (values of
+// u and t as in TestUnary):
+//
+//	x = 0: 0.5 + 0 = 0.5;
+//	x = 1: 0.5·1.6823839812 + 0.5·0.5343521022·0.9049167852 = 0.8411919906 + 0.2417720932 = 1.0829640838;
+//	x = 2: 0.5·1.9545976941 + 1·0.0887432424·1.2260134584 = 0.9772988471 + 0.1088004096 = 1.0860992566;
+//	GELU(x) − GELU(−x) = x makes d(x) + d(−x) = 1: d(−1) = −0.0829640838, d(−2) = −0.0860992566;
+//	x = ±100: t = ±1 exactly, so 1 and 0 (no NaN from x³ or 1 + t).
+func TestGELUTanhGradValues(t *testing.T) {
+	e := mxtest.Go(t)
+	x := mx.FromFloat32(e, []float32{0, 1, -1, 2, -2, 100, -100}, 7)
+	g := mx.Grad(func(a []*mx.Array) *mx.Array { return mx.Sum(mx.GELUTanh(a[0]), false) })([]*mx.Array{x})[0].Float32s()
+	want := []float64{0.5, 1.0829640838, -0.0829640838, 1.0860992566, -0.0860992566, 1, 0}
+	for i, w := range want {
+		if d := math.Abs(float64(g[i]) - w); !(d <= 1e-6) {
+			t.Errorf("grad[%d] = %v, want %v", i, g[i], w)
+		}
 	}
 }
 

@@ -49,6 +49,15 @@ func TestUnary(t *testing.T) {
 		{name: "log1p", got: func() *mx.Array { return mx.Log1p(x(0, e1-1, -1, 1e-10)) }, dt: mx.Float32, shape: []int{4}, want: []float32{0, 1, ninf, 1e-10}, tol: 1e-6},
 		{name: "log1p tiny relative", got: func() *mx.Array { return mx.MulScalar(mx.Log1p(x(1e-10)), 1e10) }, dt: mx.Float32, shape: []int{1}, want: []float32{1}, tol: 1e-6},
 		{name: "reciprocal", got: func() *mx.Array { return mx.Reciprocal(x(2, -4, 0)) }, dt: mx.Float32, shape: []int{3}, want: []float32{0.5, -0.25, inf}},
+		// GELU-tanh 0.5·x·(1 + tanh u), u = √(2/π)·(x + 0.044715·x³), √(2/π) = 0.7978845608:
+		//   x = 1: u = 0.7978845608·1.044715 = 0.8335619689, tanh u = 0.6823839812, y = 0.8411919906;
+		//   x = 2: u = 0.7978845608·2.35772 = 1.8811883867, tanh u = 0.9545976941, y = 1.9545976941;
+		//   odd u and GELU(x) − GELU(−x) = x give y(−1) = −0.1588080094, y(−2) = −0.0454023059.
+		// The tails saturate to x and −0 without NaN (1 + tanh u would cancel to 0 at −100).
+		{name: "gelu_tanh", got: func() *mx.Array { return mx.GELUTanh(x(0, 1, -1, 2, -2, 100, -100)) }, dt: mx.Float32, shape: []int{7},
+			want: []float32{0, 0.8411919906, -0.1588080094, 1.9545976941, -0.0454023059, 100, 0}, tol: 1e-6},
+		// bf16 keeps its dtype: bf16(1.9545977) = 1.953125 (8 significant bits: 1 + 122/128).
+		{name: "gelu_tanh bf16", got: func() *mx.Array { return mx.GELUTanh(mx.AsType(x(0, 2), mx.BFloat16)) }, dt: mx.BFloat16, shape: []int{2}, want: []float32{0, 1.953125}},
 		{name: "sign", got: func() *mx.Array { return mx.Sign(x(-3, 0, 2)) }, dt: mx.Float32, shape: []int{3}, want: []float32{-1, 0, 1}},
 		{name: "isnan", got: func() *mx.Array { return mx.IsNaN(x(nan, inf, ninf, 0, 1)) }, dt: mx.Bool, shape: []int{5}, want: []bool{true, false, false, false, false}},
 		{name: "isinf", got: func() *mx.Array { return mx.IsInf(x(nan, inf, ninf, 0, 1)) }, dt: mx.Bool, shape: []int{5}, want: []bool{false, true, true, false, false}},
@@ -63,6 +72,7 @@ func TestUnary(t *testing.T) {
 		{name: "floor int", got: func() *mx.Array { return mx.Floor(xi(-3, 0, 2)) }, dt: mx.Int32, shape: []int{3}, want: []int32{-3, 0, 2}},
 		{name: "exp int", got: func() *mx.Array { return mx.Exp(xi(0, 1)) }, dt: mx.Float32, shape: []int{2}, want: []float32{1, e1}, tol: 1e-6},
 		{name: "sqrt int", got: func() *mx.Array { return mx.Sqrt(xi(4, 9)) }, dt: mx.Float32, shape: []int{2}, want: []float32{2, 3}},
+		{name: "gelu_tanh int", got: func() *mx.Array { return mx.GELUTanh(xi(0, 1)) }, dt: mx.Float32, shape: []int{2}, want: []float32{0, 0.8411919906}, tol: 1e-6},
 		{name: "isnan int", got: func() *mx.Array { return mx.IsNaN(xi(0, -1)) }, dt: mx.Bool, shape: []int{2}, want: []bool{false, false}},
 		{name: "isinf int", got: func() *mx.Array { return mx.IsInf(xi(0, math.MaxInt32)) }, dt: mx.Bool, shape: []int{2}, want: []bool{false, false}},
 		{name: "logical_not int", got: func() *mx.Array { return mx.LogicalNot(xi(0, 5)) }, dt: mx.Bool, shape: []int{2}, want: []bool{true, false}},

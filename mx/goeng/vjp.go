@@ -74,7 +74,7 @@ func unbroadcast(g *tensor, shape []int) *tensor {
 
 // d exp(x) = exp(x); d log x = 1/x; d √x = 1/(2√x); d x^-½ = -½ x^-3/2;
 // d tanh = 1 - tanh²; d σ = σ(1-σ); d |x| = sign x; d x² = 2x; d sin = cos; d cos = -sin;
-// d erf = 2/√π e^{-x²}; d log1p = 1/(1+x); d 1/x = -1/x².
+// d erf = 2/√π e^{-x²}; d log1p = 1/(1+x); d 1/x = -1/x²; d GELU-tanh: geluTanhGrad.
 func unaryVJP(op mx.UnaryOp, x, out *tensor) func(g *tensor) []*tensor {
 	one := func(f func(g *tensor) *tensor) func(g *tensor) []*tensor {
 		return func(g *tensor) []*tensor { return []*tensor{f(g)} }
@@ -128,6 +128,18 @@ func unaryVJP(op mx.UnaryOp, x, out *tensor) func(g *tensor) []*tensor {
 		return pointwise(func(_, y float32) float32 { return -y * y })
 	case mx.OpFloor, mx.OpSign:
 		return func(*tensor) []*tensor { return []*tensor{nil} } // zero almost everywhere
+	case mx.OpGELUTanh:
+		// Reads only x (recomputing tanh), so the forward keeps no temporaries.
+		return one(func(g *tensor) *tensor {
+			xv, gv := x.f32(), g.f32()
+			res := make([]float32, len(gv))
+			parallelFor(len(gv), 32, func(lo, hi int) {
+				for i := lo; i < hi; i++ {
+					res[i] = gv[i] * geluTanhGrad(xv[i])
+				}
+			})
+			return fromF32(x.shape, mx.Float32, res)
+		})
 	}
 	return nil
 }

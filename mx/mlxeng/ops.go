@@ -7,6 +7,7 @@ import "C"
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/dgtune/dgtune/mx"
 )
@@ -113,6 +114,9 @@ func (e *Engine) Unary(op mx.UnaryOp, h mx.Handle) mx.Handle {
 			x = xc
 		}
 	}
+	if op == mx.OpGELUTanh {
+		return e.geluTanh(x)
+	}
 	out := e.op(op.String(), func(res *C.mlx_array) C.int { return e.unaryC(op, x.c, res) })
 	if op == mx.OpSign && x.dt.IsFloat() {
 		// MLX's sign(NaN) is 0; NumPy's and the go engine's is NaN.
@@ -122,6 +126,28 @@ func (e *Engine) Unary(op mx.UnaryOp, h mx.Handle) mx.Handle {
 		return e.where(nan, x, out)
 	}
 	return out
+}
+
+// geluTanh composes 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))) from MLX ops in x's
+// dtype, the scalars cast to it first, op for op as mx.GELUTanh did before it became
+// one op: bf16 activations keep rounding after every op as in MLX Python, which the
+// spec's bit-parity notes rely on (mlx-c has no fused GELU). MLX's own autodiff
+// differentiates the composition.
+func (e *Engine) geluTanh(x *array) *array {
+	var tmp []*array
+	defer func() {
+		for _, a := range tmp {
+			e.free(a)
+		}
+	}()
+	keep := func(a *array) *array { tmp = append(tmp, a); return a }
+	scalar := func(v float64) *array { return keep(e.scalar(v, x.dt)) }
+	mul := func(a, b *array) *array { return keep(e.binary(mx.OpMultiply, a, b)) }
+	add := func(a, b *array) *array { return keep(e.binary(mx.OpAdd, a, b)) }
+	sq := keep(e.op("gelu_tanh", func(res *C.mlx_array) C.int { return C.mlx_square(res, x.c, e.stream) }))
+	inner := mul(add(x, mul(mul(sq, x), scalar(0.044715))), scalar(math.Sqrt(2/math.Pi)))
+	th := keep(e.op("gelu_tanh", func(res *C.mlx_array) C.int { return C.mlx_tanh(res, inner.c, e.stream) }))
+	return e.binary(mx.OpMultiply, mul(x, scalar(0.5)), add(th, scalar(1)))
 }
 
 func (e *Engine) binaryC(op mx.BinaryOp, a, b C.mlx_array, res *C.mlx_array) C.int {
