@@ -327,10 +327,9 @@ func (c *actCounter) linear(group string, g passGeom, key string, s, in, out int
 	c.f32(group, outNeeded, s*out) // the sum
 }
 
-// gelu counts the composite GELU-tanh of mx.GELUTanh on n elements: eight temporaries and
-// the output; its VJPs read the input (counted by the caller) and the temporaries.
+// gelu counts mx.GELUTanh on n elements: one fused op on the go engine, which keeps only
+// its output; its VJP reads the input (counted by the caller).
 func (c *actCounter) gelu(group string, n int, outNeeded bool) {
-	c.f32(group, false, 8*n)
 	c.f32(group, outNeeded, n)
 }
 

@@ -112,16 +112,16 @@ func oneLayer(t *testing.T) *dg.Config {
 //	scores: q·kᵀ and ·scale 2·4·2·2 = 32, probabilities 16; probs·v 256, transposed 256
 //	o: 16 + 3·2·64 + 2·64 = 528
 //	post-attention norm, h_mid, u: 3·128 = 384
-//	gate, up: 2·(16 + 3·256 + 256) = 2080; GELU 9·256 = 2304; GELU·up 256
+//	gate, up: 2·(16 + 3·256 + 256) = 2080; GELU (one fused op) 256; GELU·up 256
 //	down: 16 + 3·128 + 128 = 528; post_feedforward_layernorm_1 128
 //	router: norm, ·scale 256, ·root 128, scores 2·4 = 8, indices 4 (int32), four [2, 2] = 16
-//	experts: z 128, rows 2·2·64 = 256, gate_up 2·2·64 = 256, gate and up 256, GELU 9·128 =
-//	  1152, GELU·up 128, outputs 256, ·weights 256, Σ 128, norm 128 = 2944
+//	experts: z 128, rows 2·2·64 = 256, gate_up 2·2·64 = 256, gate and up 256, GELU 128,
+//	  GELU·up 128, outputs 256, ·weights 256, Σ 128, norm 128 = 1920
 //	merge: 4·128 = 512
-//	layer total 13228; first-layer inputs (0+2)·64 = 128
+//	layer total 10156; first-layer inputs (0+2)·64 = 128
 //	head: final norm 2·64 = 128, z and z/30 2·2·512 = 2048, tanh and logits 2048, CE terms
 //	  6·2 = 12 → 4236; backward transient 3·2·512 = 3072
-//	total 13228 + 128 + 4236 + 3072 = 20664 elements = 82656 bytes.
+//	total 10156 + 128 + 4236 + 3072 = 17592 elements = 70368 bytes.
 //
 // Only what VJPs read (RetainNeeded): input norm 128; q: x·A 16, sum 256, RoPE 256; k: x·A
 // 16, sum 64, RoPE 64; transposed v 64; probabilities 16; o: its input 256, x·A 16, sum 128;
@@ -135,7 +135,7 @@ func TestEstimateActivationsOneLayer(t *testing.T) {
 	for _, tc := range []struct {
 		r    dg.Retention
 		want int64
-	}{{dg.RetainGraph, 82656}, {dg.RetainNeeded, 35552}} {
+	}{{dg.RetainGraph, 70368}, {dg.RetainNeeded, 35552}} {
 		est, err := dg.EstimateOptions{Quantization: q, Rank: 8, PromptLen: 0, CanvasLen: 2, Retention: tc.r}.Estimate(cfg)
 		if err != nil {
 			t.Fatal(err)
@@ -147,13 +147,13 @@ func TestEstimateActivationsOneLayer(t *testing.T) {
 	// EstimateMemory adds GOGC 100's headroom: the live peak once more. Weights: 4-bit
 	// elements 32768 + 24576 + 67840 = 125184 at 0.75 B, plus (64+64+1+581)·4 → 93888 + 2840
 	// = 96728; LoRA 1056·8 = 8448 parameters → 33792 B each for A/B and gradients, 67584 for
-	// m and v. Live = 96728 + 33792 + 33792 + 67584 + 82656 = 314552.
+	// m and v. Live = 96728 + 33792 + 33792 + 67584 + 70368 = 302264.
 	est, err := dg.EstimateMemory(cfg, q, 8, nil, 0, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if est.Weights != 96728 || est.GCHeadroom != 314552 || est.Total != 629104 {
-		t.Errorf("EstimateMemory: weights %d, headroom %d, total %d; want 96728, 314552, 629104", est.Weights, est.GCHeadroom, est.Total)
+	if est.Weights != 96728 || est.GCHeadroom != 302264 || est.Total != 604528 {
+		t.Errorf("EstimateMemory: weights %d, headroom %d, total %d; want 96728, 302264, 604528", est.Weights, est.GCHeadroom, est.Total)
 	}
 }
 
