@@ -24,16 +24,9 @@ func ValueAndGrad(f func(args []*Array) []*Array, argnums ...int) func(args []*A
 				panic(fmt.Sprintf("mx: value_and_grad: argnum %d of %d arguments", n, len(args)))
 			}
 		}
-		hs := make([]Handle, len(args))
-		for i, a := range args {
-			hs[i] = a.h
-		}
+		hs := handles(args)
 		inner := func(in []Handle) []Handle {
-			wrapped := make([]*Array, len(in))
-			for i, h := range in {
-				wrapped[i] = Wrap(e, h)
-			}
-			outs := f(wrapped)
+			outs := f(wrapAll(e, in))
 			if len(outs) == 0 {
 				panic("mx: value_and_grad: function returned nothing")
 			}
@@ -90,16 +83,9 @@ func GradCheckpoint(f func(args []*Array) []*Array) func(args []*Array) []*Array
 			}
 		}
 		e := sameEngine("grad_checkpoint", args...)
-		hs := make([]Handle, len(args))
-		for i, a := range args {
-			hs[i] = a.h
-		}
+		hs := handles(args)
 		inner := func(in []Handle) []Handle {
-			wrapped := make([]*Array, len(in))
-			for i, h := range in {
-				wrapped[i] = Wrap(e, h)
-			}
-			outs := f(wrapped)
+			outs := f(wrapAll(e, in))
 			if len(outs) == 0 {
 				panic("mx: grad_checkpoint: function returned nothing")
 			}
@@ -119,4 +105,22 @@ func GradCheckpoint(f func(args []*Array) []*Array) func(args []*Array) []*Array
 		}
 		return res
 	}
+}
+
+// handles returns the engine handles of arrays.
+func handles(arrays []*Array) []Handle {
+	hs := make([]Handle, len(arrays))
+	for i, a := range arrays {
+		hs[i] = a.h
+	}
+	return hs
+}
+
+// wrapAll turns engine handles back into arrays of e.
+func wrapAll(e Engine, hs []Handle) []*Array {
+	out := make([]*Array, len(hs))
+	for i, h := range hs {
+		out[i] = Wrap(e, h)
+	}
+	return out
 }

@@ -2,6 +2,7 @@ package goeng
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/dgtune/dgtune/mx"
 )
@@ -160,7 +161,7 @@ func backward(ys, seeds []*tensor, leaves []*tensor, minDepth int) map[*tensor]*
 				continue
 			}
 			gk := gs[k]
-			if !sameShape(gk.shape, in.shape) {
+			if !slices.Equal(gk.shape, in.shape) {
 				panic(fmt.Sprintf("goeng: vjp of %s gave cotangent %v for input %v", t.node.op, gk.shape, in.shape))
 			}
 			if prev := cot[in]; prev != nil {
@@ -171,18 +172,6 @@ func backward(ys, seeds []*tensor, leaves []*tensor, minDepth int) map[*tensor]*
 		}
 	}
 	return cot
-}
-
-func sameShape(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func fill(n int, v float32) []float32 {

@@ -2,6 +2,7 @@ package goeng
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/dgtune/dgtune/mx"
 )
@@ -89,7 +90,7 @@ func recompute(f func([]mx.Handle) []mx.Handle, args []*tensor, depth int, g []f
 	seeds := make([]*tensor, len(raw))
 	for i, h := range raw {
 		ys[i] = tt(h)
-		if !sameShape(ys[i].shape, shapes[i]) || ys[i].dt != dts[i] {
+		if !slices.Equal(ys[i].shape, shapes[i]) || ys[i].dt != dts[i] {
 			panic(fmt.Sprintf("goeng: checkpoint: output %d is %v %s on recomputation, %v %s before", i, ys[i].shape, ys[i].dt, shapes[i], dts[i]))
 		}
 		if dts[i].IsFloat() {

@@ -6,6 +6,7 @@ package mxtest
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/dgtune/dgtune/mx"
@@ -82,7 +83,7 @@ func GradCheck(t *testing.T, f func(args []*mx.Array) *mx.Array, args []*mx.Arra
 		if grads[gi] == nil {
 			t.Fatalf("arg %d: no gradient", n)
 		}
-		if got, want := grads[gi].Shape(), a.Shape(); !equalInts(got, want) {
+		if got, want := grads[gi].Shape(), a.Shape(); !slices.Equal(got, want) {
 			t.Fatalf("arg %d: gradient shape %v, want %v", n, got, want)
 		}
 		analytic := grads[gi].Float32s()
@@ -117,18 +118,6 @@ func Project(out *mx.Array, seed uint64) *mx.Array {
 	rng := rand.New(rand.NewPCG(seed, 7))
 	r := RandN(out.Engine(), rng, out.Shape()...)
 	return mx.Sum(mx.Multiply(mx.AsType(out, mx.Float32), r), false)
-}
-
-func equalInts(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // Close reports whether every |got-want| ≤ atol + rtol·|want|, and the worst offender.
