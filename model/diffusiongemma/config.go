@@ -30,6 +30,10 @@ const (
 const (
 	RopeDefault      = "default"
 	RopeProportional = "proportional"
+	// RopeAxial is what transformers calls the vision tower's 2-D RoPE (half the head turns
+	// with the patch's x, half with its y); mlx-vlm and the google release say "default" for
+	// the same rotation.
+	RopeAxial = "axial"
 )
 
 // Names that appear in config files.
@@ -623,7 +627,9 @@ func defaultRope(kind LayerType) RopeParameters {
 	return RopeParameters{RopeType: RopeDefault, RopeTheta: 10000}
 }
 
-// UnmarshalJSON decodes over DefaultTextConfig, so absent keys keep the §1.2 values.
+// UnmarshalJSON decodes over DefaultTextConfig, so absent keys keep the §1.2 values, and
+// reads transformers' per_layer_config dialect into GlobalHeadDim and NumGlobalKeyValueHeads
+// (config_hf.go). Configs are written in the MLX dialect.
 func (t *TextConfig) UnmarshalJSON(b []byte) error {
 	if bytes.Equal(bytes.TrimSpace(b), []byte("null")) {
 		return nil
@@ -633,7 +639,15 @@ func (t *TextConfig) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &p); err != nil {
 		return err
 	}
-	*t = TextConfig(p)
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return err
+	}
+	tc := TextConfig(p)
+	if err := tc.applyPerLayerConfig(raw); err != nil {
+		return err
+	}
+	*t = tc
 	return nil
 }
 
@@ -1096,9 +1110,13 @@ func (c *Config) validateTop(p *problems) {
 	if vocab <= 0 {
 		return // already reported; id ranges would be noise
 	}
-	checkID(p, "boi_token_id", c.BOITokenID, vocab)
-	checkID(p, "eoi_token_id", c.EOITokenID, vocab)
-	checkID(p, "image_token_id", c.ImageTokenID, vocab)
+	// Image token ids matter only with a vision tower: a text-only config may omit them and
+	// keep the real checkpoint's defaults, which lie outside a small vocabulary.
+	if c.VisionConfig != nil {
+		checkID(p, "boi_token_id", c.BOITokenID, vocab)
+		checkID(p, "eoi_token_id", c.EOITokenID, vocab)
+		checkID(p, "image_token_id", c.ImageTokenID, vocab)
+	}
 	if c.VideoTokenID != nil {
 		checkID(p, "video_token_id", *c.VideoTokenID, vocab)
 	}
@@ -1145,8 +1163,8 @@ func (v *VisionConfig) validate(p *problems) {
 	if !(v.RMSNormEps > 0) {
 		p.addf("vision_config.rms_norm_eps must be positive, got %g", v.RMSNormEps)
 	}
-	if v.RopeParameters.RopeType != RopeDefault {
-		p.addf("vision_config.rope_parameters.rope_type %q is unknown (want %q)", v.RopeParameters.RopeType, RopeDefault)
+	if rt := v.RopeParameters.RopeType; rt != RopeDefault && rt != RopeAxial {
+		p.addf("vision_config.rope_parameters.rope_type %q is unknown (want %q or %q)", rt, RopeDefault, RopeAxial)
 	}
 	if !(v.RopeParameters.RopeTheta > 0) {
 		p.addf("vision_config.rope_parameters.rope_theta must be positive, got %g", v.RopeParameters.RopeTheta)
