@@ -163,11 +163,24 @@ def main(out):
     model.save_pretrained(os.path.join(out, "text-f32"), max_shard_size="100KB")
     import copy
 
+    import safetensors
+
     for dt, name in [(torch.bfloat16, "text-bf16"), (torch.float16, "text-f16")]:
         m2 = copy.deepcopy(model).to(dt)
         m2.save_pretrained(os.path.join(out, name))
         # The reference for a half-precision checkpoint: transformers in f32 on the rounded weights.
         m3 = m2.to(torch.float32).eval()
+        # Buffers save_pretrained does not write (embed_scale, rotary inv_freq) are derived
+        # from the config when a checkpoint loads, in f32: undo their rounding.
+        stored = set()
+        for f in os.listdir(os.path.join(out, "text-f32")):
+            if f.endswith(".safetensors"):
+                stored |= set(safetensors.safe_open(os.path.join(out, "text-f32", f), "pt").keys())
+        orig = dict(model.named_buffers())
+        with torch.no_grad():
+            for bn, b in m3.named_buffers():
+                if bn not in stored:
+                    b.copy_(orig[bn])
         g = torch.Generator().manual_seed(7)
         prompt, canvas = ids(g, 6, vocab), ids(g, 10, vocab)
         with torch.no_grad():

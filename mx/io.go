@@ -88,6 +88,16 @@ func (c *Checkpoint) Load(name string) (*Array, error) {
 	return FromBytes(c.e, b, shape, dt), nil
 }
 
+// Data returns a tensor's raw little-endian bytes (mapped, not copied: valid until Close),
+// for callers that compare or copy tensors without making arrays of them.
+func (c *Checkpoint) Data(name string) ([]byte, error) {
+	b, err := c.st.Data(name)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", c.path, err)
+	}
+	return b, nil
+}
+
 // Close releases the mapped files. Arrays already loaded stay valid.
 func (c *Checkpoint) Close() error { return c.st.Close() }
 

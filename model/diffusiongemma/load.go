@@ -21,7 +21,8 @@ type LoadOptions struct {
 }
 
 // Load reads a checkpoint directory: config.json (+ generation_config.json) and
-// safetensors weights (sharded through model.safetensors.index.json or not).
+// safetensors weights (sharded through model.safetensors.index.json or not), in the MLX
+// layout or the raw Hugging Face one (see sanitize.go).
 func Load(e mx.Engine, dir string, opt LoadOptions) (*Model, error) {
 	cfg, err := LoadConfig(dir)
 	if err != nil {
@@ -32,16 +33,17 @@ func Load(e mx.Engine, dir string, opt LoadOptions) (*Model, error) {
 		return nil, fmt.Errorf("load %s: %w", dir, err)
 	}
 	defer ck.Close()
-	weights := map[string]*mx.Array{}
-	for _, n := range ck.Names() {
-		if IsVisionTensor(n) && (cfg.VisionConfig == nil || opt.SkipVision) {
-			continue // no tower to build: the config has none, or the caller skips it
-		}
-		a, err := ck.Load(n)
+	names, err := sanitize(cfg, ck, opt.SkipVision)
+	if err != nil {
+		return nil, fmt.Errorf("load %s: %w", dir, err)
+	}
+	weights := make(map[string]*mx.Array, len(names))
+	for name, stored := range names {
+		a, err := ck.Load(stored)
 		if err != nil {
 			return nil, fmt.Errorf("load %s: %w", dir, err)
 		}
-		weights[n] = a
+		weights[name] = a
 	}
 	m, err := Build(e, cfg, weights, opt)
 	if err != nil {
