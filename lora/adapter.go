@@ -1,10 +1,12 @@
 package lora
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
 	"math"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -75,7 +77,9 @@ type Adapter struct {
 // Attach wraps every target linear of m (diffusiongemma.LoRATargets with cfg's keys and
 // num_layers) in a fresh LoRA layer, in place. A ~ U(−1/√in, +1/√in) drawn from one subkey
 // of mx.Key(seed) per target, in target order; B = 0, so the adapted model computes exactly
-// what the base did. Nothing is changed when an error is returned.
+// what the base did. With cfg.Encoder separate the encoder pass gets its own pair, drawn
+// the same way from the other half of the target's subkey. Nothing is changed when an error
+// is returned.
 func Attach(m *diffusiongemma.Model, cfg Config, seed uint64) (*Adapter, error) {
 	targets, err := planTargets(m.Config, cfg)
 	if err != nil {
@@ -103,12 +107,18 @@ func Attach(m *diffusiongemma.Model, cfg Config, seed uint64) (*Adapter, error) 
 	a := newAdapter(cfg)
 	for i, t := range targets {
 		bound := 1 / math.Sqrt(float64(t.In))
-		a.install(t.Module, slots[i], &Linear{
-			A:       mx.Uniform(keys[i], []int{t.In, cfg.Rank}, -bound, bound, mx.Float32),
-			B:       mx.Zeros(e, []int{cfg.Rank, t.Out}, mx.Float32),
-			Scale:   cfg.Scale,
-			Dropout: cfg.Dropout,
-		})
+		l := &Linear{Scale: cfg.Scale, Dropout: cfg.Dropout, B: mx.Zeros(e, []int{cfg.Rank, t.Out}, mx.Float32)}
+		if cfg.separate() {
+			// The two passes' A come from the two halves of the target's key.
+			ks := mx.SplitKey(keys[i], 2)
+			l.A = mx.Uniform(ks[0], []int{t.In, cfg.Rank}, -bound, bound, mx.Float32)
+			l.Encoder = EncoderOwn
+			l.EncA = mx.Uniform(ks[1], []int{t.In, cfg.Rank}, -bound, bound, mx.Float32)
+			l.EncB = mx.Zeros(e, []int{cfg.Rank, t.Out}, mx.Float32)
+		} else {
+			l.A = mx.Uniform(keys[i], []int{t.In, cfg.Rank}, -bound, bound, mx.Float32)
+		}
+		a.install(t.Module, slots[i], l)
 	}
 	return a, nil
 }
@@ -149,12 +159,15 @@ func Mount(m *diffusiongemma.Model, f *AdapterFile) (*Adapter, error) {
 		}
 	}
 	dims := func(module string) (int, int, bool) {
-		slot, err := m.LinearSlot(module)
+		slot, err := m.LinearSlot(slotModule(module))
 		if err != nil {
 			return 0, 0, false
 		}
 		in, out := (*slot).Dims()
 		return in, out, true
+	}
+	if err := checkTargets(m, f.TargetModules); err != nil {
+		return nil, fmt.Errorf("lora: mount: %w", err)
 	}
 	if err := checkFit(f, dims); err != nil {
 		return nil, fmt.Errorf("lora: mount: %w", err)
@@ -163,15 +176,38 @@ func Mount(m *diffusiongemma.Model, f *AdapterFile) (*Adapter, error) {
 	if len(cfg.Keys) == 0 {
 		cfg.Keys = f.Keys()
 	}
+	sep := f.Separate()
+	if sep {
+		cfg.Encoder = EncoderModeSeparate
+	}
 	a := newAdapter(cfg)
 	scale := f.Scale()
-	for _, mod := range f.ModuleNames() {
+	for _, mod := range f.slotModules() {
 		slot, _ := m.LinearSlot(mod) // checked above
-		w := f.Modules[mod]
-		a.install(mod, slot, &Linear{A: mx.AsType(w.A, mx.Float32), B: mx.AsType(w.B, mx.Float32), Scale: scale,
-			Dropout: f.Config.LoRAParameters.Dropout})
+		l := &Linear{Scale: scale, Dropout: f.Config.LoRAParameters.Dropout}
+		if w, ok := f.Modules[mod]; ok {
+			l.A, l.B = mx.AsType(w.A, mx.Float32), mx.AsType(w.B, mx.Float32)
+		}
+		if sep {
+			l.Encoder = EncoderNone
+			if enc, ok := diffusiongemma.EncoderModule(mod); ok {
+				if w, ok := f.Modules[enc]; ok {
+					l.Encoder, l.EncA, l.EncB = EncoderOwn, mx.AsType(w.A, mx.Float32), mx.AsType(w.B, mx.Float32)
+				}
+			}
+		}
+		a.install(mod, slot, l)
 	}
 	return a, nil
+}
+
+// slotModule maps an adapter module to the model linear it acts on: the encoder pass's
+// modules act on the decoder layer's linear (both passes run the same layers).
+func slotModule(module string) string {
+	if d, ok := diffusiongemma.DecoderModule(module); ok {
+		return d
+	}
+	return module
 }
 
 // checkFit validates every tensor of f against the linear geometry dims gives (in, out
@@ -240,10 +276,26 @@ func (a *Adapter) Layer(module string) *Linear { return a.layers[module] }
 func (a *Adapter) Params() map[string]*mx.Array {
 	out := make(map[string]*mx.Array, 2*len(a.modules))
 	for mod, l := range a.layers {
-		out[mod+suffixA] = l.A
-		out[mod+suffixB] = l.B
+		if l.A != nil {
+			out[mod+suffixA] = l.A
+			out[mod+suffixB] = l.B
+		}
+		if l.Encoder == EncoderOwn {
+			enc := encoderName(mod)
+			out[enc+suffixA] = l.EncA
+			out[enc+suffixB] = l.EncB
+		}
 	}
 	return out
+}
+
+// encoderName is the adapter-file name of module's encoder-pass weights.
+func encoderName(module string) string {
+	enc, ok := diffusiongemma.EncoderModule(module)
+	if !ok {
+		panic("lora: no encoder pass for module " + module) // only decoder-layer linears get EncoderOwn
+	}
+	return enc
 }
 
 // Names returns the parameter names, sorted.
@@ -252,8 +304,8 @@ func (a *Adapter) Names() []string { return slices.Sorted(maps.Keys(a.Params()))
 // NumParams is the number of trainable scalars, Σ r·(in + out).
 func (a *Adapter) NumParams() int64 {
 	var n int64
-	for _, l := range a.layers {
-		n += int64(l.A.Size()) + int64(l.B.Size())
+	for _, p := range a.Params() {
+		n += int64(p.Size())
 	}
 	return n
 }
@@ -287,7 +339,13 @@ func (a *Adapter) SetParams(p map[string]*mx.Array) error {
 		return fmt.Errorf("lora: set params: %w:\n  %s", ErrMismatch, strings.Join(problems, "\n  "))
 	}
 	for mod, l := range a.layers {
-		l.A, l.B = p[mod+suffixA], p[mod+suffixB]
+		if l.A != nil {
+			l.A, l.B = p[mod+suffixA], p[mod+suffixB]
+		}
+		if l.Encoder == EncoderOwn {
+			enc := encoderName(mod)
+			l.EncA, l.EncB = p[enc+suffixA], p[enc+suffixB]
+		}
 	}
 	return nil
 }
@@ -331,7 +389,12 @@ func (a *Adapter) Detach() {
 func (a *Adapter) File(baseModel string) *AdapterFile {
 	f := &AdapterFile{Config: NewAdapterConfig(a.cfg, baseModel), Modules: map[string]Weights{}}
 	for mod, l := range a.layers {
-		f.Modules[mod] = Weights{A: l.A, B: l.B}
+		if l.A != nil {
+			f.Modules[mod] = Weights{A: l.A, B: l.B}
+		}
+		if l.Encoder == EncoderOwn {
+			f.Modules[encoderName(mod)] = Weights{A: l.EncA, B: l.EncB}
+		}
 	}
 	return f
 }
@@ -350,7 +413,10 @@ func moduleLess(a, b string) int {
 		if ia != ib {
 			return ia - ib
 		}
-		return strings.Compare(ka, kb)
+		if c := strings.Compare(ka, kb); c != 0 {
+			return c
+		}
+		return strings.Compare(b, a) // "model.decoder…" before "model.encoder…"
 	case oka:
 		return -1
 	case okb:
@@ -359,8 +425,10 @@ func moduleLess(a, b string) int {
 	return strings.Compare(a, b)
 }
 
-// splitLayerModule splits "model.decoder.layers.N.key" into N and key.
+// splitLayerModule splits "model.decoder.layers.N.key" (or the encoder pass's
+// "model.encoder.language_model.layers.N.key") into N and key.
 func splitLayerModule(module string) (int, string, bool) {
+	module = slotModule(module)
 	rest, ok := strings.CutPrefix(module, diffusiongemma.DecoderPrefix+".layers.")
 	if !ok {
 		return 0, "", false
@@ -378,4 +446,46 @@ func keyIndex(key string) int {
 		return i
 	}
 	return len(diffusiongemma.LoRAKeys())
+}
+
+// checkTargets checks that a PEFT adapter's target_modules (raw JSON: a regex PEFT
+// full-matches, or a list of names PEFT matches exactly or as a dotted suffix) names at
+// least one LoRA-capable linear of m in either pass, as PEFT insists when it mounts one.
+// A regex Go cannot compile (Python-only syntax) is not checked here; the tensors are.
+func checkTargets(m *diffusiongemma.Model, raw json.RawMessage) error {
+	if len(raw) == 0 {
+		return nil
+	}
+	var match func(string) bool
+	var regex string
+	var list []string
+	switch {
+	case json.Unmarshal(raw, &regex) == nil:
+		re, err := regexp.Compile("^(?:" + regex + ")$")
+		if err != nil {
+			return nil
+		}
+		match = re.MatchString
+	case json.Unmarshal(raw, &list) == nil:
+		match = func(n string) bool {
+			return slices.ContainsFunc(list, func(t string) bool { return n == t || strings.HasSuffix(n, "."+t) })
+		}
+	default:
+		return fmt.Errorf("%w: target_modules %s: want a string or a list of strings", ErrFormat, raw)
+	}
+	var names []string
+	for i := range m.Layers {
+		for _, key := range diffusiongemma.LoRAKeys() {
+			mod := diffusiongemma.LayerPrefix(i) + "." + key
+			if _, err := m.LinearSlot(mod); err != nil {
+				continue
+			}
+			enc, _ := diffusiongemma.EncoderModule(mod)
+			names = append(names, mod, enc)
+		}
+	}
+	if len(names) == 0 || slices.ContainsFunc(names, match) {
+		return nil
+	}
+	return fmt.Errorf("%w: PEFT target_modules %s names no linear of this model (%d layers; e.g. %s)", ErrMismatch, raw, len(m.Layers), names[0])
 }

@@ -40,7 +40,19 @@ type Config struct {
 	Keys []string
 	// NumLayers adapts the last NumLayers decoder layers; −1 or 0 mean all of them.
 	NumLayers int
+	// Encoder is EncoderModeShared ("" too: one set of weights acts in both passes, optiq's
+	// semantics) or EncoderModeSeparate (the encoder pass has weights of its own).
+	Encoder string
 }
+
+// Encoder modes of an adapter (lora_parameters.encoder).
+const (
+	EncoderModeShared   = "shared"
+	EncoderModeSeparate = "separate"
+)
+
+// separate reports whether the encoder pass has weights of its own.
+func (c Config) separate() bool { return c.Encoder == EncoderModeSeparate }
 
 // DefaultConfig is optiq's recipe (§5.7): rank 8, scale 8, dropout 0, the seven attention
 // and dense-MLP keys on all layers.
@@ -54,6 +66,9 @@ type LoRAParameters struct {
 	Scale   float64  `json:"scale"`
 	Dropout float64  `json:"dropout"`
 	Keys    []string `json:"keys"`
+	// Encoder is written only for "separate", so that a shared adapter's config stays
+	// byte-compatible with optiq's.
+	Encoder string `json:"encoder,omitempty"`
 }
 
 type configJSON struct {
@@ -73,12 +88,16 @@ func (c *Config) UnmarshalJSON(b []byte) error {
 		return fmt.Errorf("lora config: %w", err)
 	}
 	*c = Config{Rank: j.LoRAParameters.Rank, Scale: j.LoRAParameters.Scale, Dropout: j.LoRAParameters.Dropout,
-		Keys: j.LoRAParameters.Keys, NumLayers: j.NumLayers}
+		Keys: j.LoRAParameters.Keys, NumLayers: j.NumLayers, Encoder: j.LoRAParameters.Encoder}
 	return nil
 }
 
 func (c Config) params() LoRAParameters {
-	return LoRAParameters{Rank: c.Rank, Scale: c.Scale, Dropout: c.Dropout, Keys: c.keys()}
+	p := LoRAParameters{Rank: c.Rank, Scale: c.Scale, Dropout: c.Dropout, Keys: c.keys()}
+	if c.separate() {
+		p.Encoder = EncoderModeSeparate
+	}
+	return p
 }
 
 func (c Config) keys() []string {
@@ -111,6 +130,11 @@ func (c Config) Validate() error {
 	if c.NumLayers < -1 {
 		p = append(p, fmt.Sprintf("num_layers %d must be -1 (all) or positive", c.NumLayers))
 	}
+	switch c.Encoder {
+	case "", EncoderModeShared, EncoderModeSeparate:
+	default:
+		p = append(p, fmt.Sprintf("encoder %q: want %q or %q", c.Encoder, EncoderModeShared, EncoderModeSeparate))
+	}
 	if len(p) > 0 {
 		return errors.New("lora: config: " + strings.Join(p, "; "))
 	}
@@ -138,7 +162,7 @@ func NewAdapterConfig(c Config, baseModel string) AdapterConfig {
 // LoRAConfig returns the Config this file describes.
 func (ac AdapterConfig) LoRAConfig() Config {
 	p := ac.LoRAParameters
-	return Config{Rank: p.Rank, Scale: p.Scale, Dropout: p.Dropout, Keys: slices.Clone(p.Keys), NumLayers: ac.NumLayers}
+	return Config{Rank: p.Rank, Scale: p.Scale, Dropout: p.Dropout, Keys: slices.Clone(p.Keys), NumLayers: ac.NumLayers, Encoder: p.Encoder}
 }
 
 var adapterConfigKeys = []string{"fine_tune_type", "model_type", "base_model", "num_layers", "lora_parameters"}

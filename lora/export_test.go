@@ -6,7 +6,9 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -46,14 +48,17 @@ func TestExportPEFT(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// 5 modules (q, v, gate on sliding layer 0; q, gate on full layer 1), two tensors each.
-	if len(tensors) != 10 || meta["format"] != "pt" {
+	// 5 modules (q, v, gate on sliding layer 0; q, gate on full layer 1), two tensors each,
+	// under the decoder's and the encoder's module names (transformers runs the encoder
+	// through modules of its own).
+	if len(tensors) != 20 || meta["format"] != "pt" {
 		t.Errorf("%d tensors, metadata %v", len(tensors), meta)
 	}
 	for name, shape := range map[string][]int{
 		"base_model.model.model.decoder.layers.1.self_attn.q_proj.lora_A.weight": {4, 64},
 		"base_model.model.model.decoder.layers.1.self_attn.q_proj.lora_B.weight": {128, 4},
 		"base_model.model.model.decoder.layers.0.self_attn.v_proj.lora_B.weight": {32, 4},
+		"base_model.model.model.encoder.language_model.layers.0.self_attn.v_proj.lora_B.weight": {32, 4},
 	} {
 		if arr := tensors[name]; arr == nil || !slices.Equal(arr.Shape(), shape) {
 			t.Errorf("%s = %v, want shape %v", name, arr, shape)
@@ -74,18 +79,33 @@ func TestExportPEFT(t *testing.T) {
 		t.Fatal(err)
 	}
 	for k, v := range map[string]any{
-		"peft_type": "LORA", "r": 4.0, "lora_alpha": 32.0, "base_model_name_or_path": "org/tiny", "task_type": "CAUSAL_LM",
-		"bias": "none", "fan_in_fan_out": false, "lora_dropout": 0.0, "inference_mode": true,
+		"peft_type": "LORA", "r": 4.0, "lora_alpha": 32.0, "base_model_name_or_path": "org/tiny", "task_type": nil,
+		"bias": "none", "fan_in_fan_out": false, "lora_dropout": 0.0, "inference_mode": true, "layers_to_transform": nil,
 	} {
-		if cfg[k] != v {
+		if got, ok := cfg[k]; !ok || got != v {
 			t.Errorf("adapter_config.json %s = %v, want %v", k, cfg[k], v)
 		}
 	}
-	if got := cfg["target_modules"].([]any); len(got) != 3 || got[0] != "q_proj" || got[1] != "v_proj" || got[2] != "gate_proj" {
-		t.Errorf("target_modules = %v, want [q_proj v_proj gate_proj]", got)
+	// target_modules full-matches exactly the ten exported modules among every linear name
+	// of the model's language layers in both passes (and nothing of the vision tower).
+	re := regexp.MustCompile(cfg["target_modules"].(string))
+	matched := 0
+	for _, prefix := range []string{"model.decoder.layers.", "model.encoder.language_model.layers.", "model.encoder.vision_tower.encoder.layers."} {
+		for layer := range 2 {
+			for _, key := range append(diffusiongemma.LoRAKeys(), "router.proj") {
+				name := prefix + strconv.Itoa(layer) + "." + key
+				if !re.MatchString(name) {
+					continue
+				}
+				matched++
+				if _, ok := tensors["base_model.model."+name+".lora_A.weight"]; !ok {
+					t.Errorf("target_modules matches %s, which the export does not hold", name)
+				}
+			}
+		}
 	}
-	if got := cfg["layers_to_transform"].([]any); len(got) != 2 || got[0] != 0.0 || got[1] != 1.0 {
-		t.Errorf("layers_to_transform = %v, want [0 1]", got)
+	if matched != 10 {
+		t.Errorf("target_modules %q matches %d module names, want the 10 exported", cfg["target_modules"], matched)
 	}
 	if err := ExportPEFT(&AdapterFile{Config: NewAdapterConfig(Config{Rank: 4, Scale: 1}, "")}, t.TempDir(), ""); !errors.Is(err, ErrFormat) {
 		t.Errorf("exporting an empty adapter: %v, want ErrFormat", err)

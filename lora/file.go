@@ -26,13 +26,46 @@ type Weights struct {
 // on-disk layout: tensors by module path in the canonical orientation, and the resolved
 // config (rank and scale always set).
 type AdapterFile struct {
-	Config  AdapterConfig
-	Modules map[string]Weights // "model.decoder.layers.N.<key>" → weights
-	Path    string             // the tensor file read, "" when built in memory
+	Config AdapterConfig
+	// Modules maps module paths to weights: "model.decoder.layers.N.<key>", and for an
+	// adapter whose encoder pass has weights of its own (Separate) also
+	// "model.encoder.language_model.layers.N.<key>".
+	Modules map[string]Weights
+	Path    string // the tensor file read, "" when built in memory
+	// TargetModules is a PEFT adapter_config.json's target_modules as written (a regex string
+	// or a list of names), nil for other adapters; Mount checks it names linears of the model.
+	TargetModules json.RawMessage
 }
 
 // Rank returns r.
 func (f *AdapterFile) Rank() int { return f.Config.LoRAParameters.Rank }
+
+// Separate reports whether the encoder pass has weights of its own: the config says
+// encoder "separate", or the file holds encoder-pass modules
+// ("model.encoder.language_model.layers.N.<key>"). A module without encoder-pass weights then
+// acts in the decoder pass only. Otherwise each module acts in both passes (optiq).
+func (f *AdapterFile) Separate() bool {
+	if f.Config.LoRAParameters.Encoder == EncoderModeSeparate {
+		return true
+	}
+	for mod := range f.Modules {
+		if _, ok := diffusiongemma.DecoderModule(mod); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// slotModules lists, in model order, the model linears the file's modules act on.
+func (f *AdapterFile) slotModules() []string {
+	var out []string
+	for _, mod := range f.ModuleNames() {
+		if s := slotModule(mod); !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
 
 // Scale returns the factor applied to x·A·B.
 func (f *AdapterFile) Scale() float64 { return f.Config.LoRAParameters.Scale }
@@ -189,7 +222,7 @@ func LoadDir(e mx.Engine, dir string) (*AdapterFile, error) {
 // converted to f32.
 func LoadFile(e mx.Engine, path string) (*AdapterFile, error) {
 	fail := func(err error) (*AdapterFile, error) { return nil, fmt.Errorf("lora: load %s: %w", path, err) }
-	cfg, err := readConfigs(filepath.Dir(path))
+	cfg, targets, err := readConfigs(filepath.Dir(path))
 	if err != nil {
 		return fail(err)
 	}
@@ -197,8 +230,9 @@ func LoadFile(e mx.Engine, path string) (*AdapterFile, error) {
 	if err != nil {
 		return fail(err)
 	}
-	f := &AdapterFile{Modules: map[string]Weights{}, Path: path}
+	f := &AdapterFile{Modules: map[string]Weights{}, Path: path, TargetModules: targets}
 	var problems []string
+	peftLayout := false
 	source := map[string]string{} // canonical name → file name, to catch two spellings of one tensor
 	for _, name := range slices.Sorted(maps.Keys(tensors)) {
 		module, isB, peft, ok := parseTensorName(name)
@@ -226,6 +260,7 @@ func LoadFile(e mx.Engine, path string) (*AdapterFile, error) {
 		}
 		if peft {
 			arr = mx.Transpose(arr)
+			peftLayout = true
 		}
 		arr = mx.AsType(arr, mx.Float32)
 		w := f.Modules[module]
@@ -255,7 +290,67 @@ func LoadFile(e mx.Engine, path string) (*AdapterFile, error) {
 	if err := f.Validate(); err != nil {
 		return fail(err)
 	}
+	if err := f.resolveEncoder(peftLayout); err != nil {
+		return fail(err)
+	}
 	return f, nil
+}
+
+// resolveEncoder settles what the encoder pass uses. An mlx-lm/optiq file holds decoder
+// modules that act in both passes, unless it also holds encoder-pass modules (then it is
+// separate). A PEFT file was made on transformers, whose encoder layers are modules of their
+// own: without encoder keys the encoder pass is not adapted (separate, with no encoder
+// weights); with encoder keys equal to the decoder's everywhere it is one shared adapter;
+// otherwise the two passes use their own weights.
+func (f *AdapterFile) resolveEncoder(peftLayout bool) error {
+	p := &f.Config.LoRAParameters
+	var enc []string
+	for _, mod := range f.ModuleNames() {
+		if _, ok := diffusiongemma.DecoderModule(mod); ok {
+			enc = append(enc, mod)
+		}
+	}
+	if p.Encoder == EncoderModeShared && len(enc) > 0 {
+		return fmt.Errorf("%w: adapter_config.json says encoder %q but the file holds encoder-pass weights (%s, ...)", ErrFormat, EncoderModeShared, enc[0])
+	}
+	if !peftLayout {
+		if len(enc) > 0 {
+			p.Encoder = EncoderModeSeparate
+		}
+		return nil
+	}
+	if len(enc) > 0 && f.encoderEqualsDecoder(enc) {
+		for _, mod := range enc {
+			delete(f.Modules, mod)
+		}
+		p.Encoder = ""
+		return nil
+	}
+	p.Encoder = EncoderModeSeparate
+	return nil
+}
+
+// encoderEqualsDecoder reports whether the encoder-pass modules enc pair off exactly with
+// the decoder-layer modules, with bit-identical weights.
+func (f *AdapterFile) encoderEqualsDecoder(enc []string) bool {
+	decoderLayer := 0
+	for mod := range f.Modules {
+		if _, ok := diffusiongemma.EncoderModule(mod); ok {
+			decoderLayer++
+		}
+	}
+	if decoderLayer != len(enc) {
+		return false
+	}
+	for _, e := range enc {
+		d, _ := diffusiongemma.DecoderModule(e)
+		we, wd := f.Modules[e], f.Modules[d]
+		if wd.A == nil || !slices.Equal(we.A.Shape(), wd.A.Shape()) || !slices.Equal(we.B.Shape(), wd.B.Shape()) ||
+			!slices.Equal(we.A.Float32s(), wd.A.Float32s()) || !slices.Equal(we.B.Float32s(), wd.B.Float32s()) {
+			return false
+		}
+	}
+	return true
 }
 
 // parseTensorName maps a file's tensor name to its canonical module path, whether it is B,
@@ -318,40 +413,52 @@ type optiqConfig struct {
 // optiq_lora_config's lora_parameters.scale or scale; adapter_config's lora_parameters.scale;
 // PEFT lora_alpha/r (lora_alpha/√r with use_rslora); mlx-lm's default 20 when
 // lora_parameters exists without a scale.
-func readConfigs(dir string) (AdapterConfig, error) {
+func readConfigs(dir string) (AdapterConfig, json.RawMessage, error) {
+	ac, peft, err := readConfigFiles(dir)
+	if err != nil {
+		return ac, nil, err
+	}
+	var targets json.RawMessage
+	if len(peft.TargetRaw) > 0 && string(peft.TargetRaw) != "null" {
+		targets = peft.TargetRaw
+	}
+	return ac, targets, nil
+}
+
+func readConfigFiles(dir string) (AdapterConfig, peftConfig, error) {
 	var none AdapterConfig
+	var peft peftConfig
 	acRaw, errA := readOptional(filepath.Join(dir, ConfigFile))
 	oqRaw, errO := readOptional(filepath.Join(dir, OptiqConfigFile))
 	if err := errors.Join(errA, errO); err != nil {
-		return none, err
+		return none, peft, err
 	}
 	if acRaw == nil && oqRaw == nil {
-		return none, fmt.Errorf("%w: neither %s nor %s in %s", ErrFormat, ConfigFile, OptiqConfigFile, dir)
+		return none, peft, fmt.Errorf("%w: neither %s nor %s in %s", ErrFormat, ConfigFile, OptiqConfigFile, dir)
 	}
 	var ac AdapterConfig
-	var peft peftConfig
 	var lp map[string]json.RawMessage
 	if acRaw != nil {
 		var top map[string]json.RawMessage
 		if err := json.Unmarshal(acRaw, &top); err != nil {
-			return none, fmt.Errorf("%s: %w", ConfigFile, err)
+			return none, peft, fmt.Errorf("%s: %w", ConfigFile, err)
 		}
 		if err := json.Unmarshal(acRaw, &ac); err != nil {
-			return none, fmt.Errorf("%s: %w", ConfigFile, err)
+			return none, peft, fmt.Errorf("%s: %w", ConfigFile, err)
 		}
 		if err := json.Unmarshal(acRaw, &peft); err != nil {
-			return none, fmt.Errorf("%s: PEFT fields: %w", ConfigFile, err)
+			return none, peft, fmt.Errorf("%s: PEFT fields: %w", ConfigFile, err)
 		}
 		if raw, ok := top["lora_parameters"]; ok && string(raw) != "null" {
 			if err := json.Unmarshal(raw, &lp); err != nil {
-				return none, fmt.Errorf("%s: lora_parameters: %w", ConfigFile, err)
+				return none, peft, fmt.Errorf("%s: lora_parameters: %w", ConfigFile, err)
 			}
 		}
 	}
 	var oq optiqConfig
 	if oqRaw != nil {
 		if err := json.Unmarshal(oqRaw, &oq); err != nil {
-			return none, fmt.Errorf("%s: %w", OptiqConfigFile, err)
+			return none, peft, fmt.Errorf("%s: %w", OptiqConfigFile, err)
 		}
 	}
 
@@ -425,9 +532,9 @@ func readConfigs(dir string) (AdapterConfig, error) {
 		p.Dropout = peft.LoRADropout
 	}
 	if len(problems) > 0 {
-		return none, fmt.Errorf("%w: %s", ErrFormat, strings.Join(problems, "; "))
+		return none, peft, fmt.Errorf("%w: %s", ErrFormat, strings.Join(problems, "; "))
 	}
-	return out, nil
+	return out, peft, nil
 }
 
 // readOptional returns a file's bytes, or nil if it does not exist.

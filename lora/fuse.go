@@ -37,6 +37,10 @@ func FuseTensors(cfg *diffusiongemma.Config, weights map[string]*mx.Array, f *Ad
 	if err := f.Validate(); err != nil {
 		return fail(err)
 	}
+	if f.Separate() {
+		return fail(fmt.Errorf("%w: the adapter's encoder pass has weights of its own (lora_parameters.encoder %q), and a checkpoint holds one set of weights for both passes; use the adapter unfused, or export it with --format peft",
+			ErrMismatch, EncoderModeSeparate))
+	}
 	if err := cfg.Validate(); err != nil {
 		return fail(err)
 	}

@@ -8,13 +8,17 @@ import (
 )
 
 // Linear is a base linear plus a low-rank residual: y = base(x) + cast(scale·((x·A)·B)).
-// It implements diffusiongemma.Linear, so it can stand in any linear slot of the model.
+// It implements diffusiongemma.Linear, so it can stand in any linear slot of the model, and
+// diffusiongemma.PassLinear: the encoder pass may use its own factors, or none (Encoder).
 type Linear struct {
-	Base    diffusiongemma.Linear
-	A       *mx.Array // [in, r]
-	B       *mx.Array // [r, out]
-	Scale   float64
-	Dropout float64 // probability of zeroing an input feature; only while training
+	Base diffusiongemma.Linear
+	A    *mx.Array // [in, r]; nil: no residual in the decoder pass
+	B    *mx.Array // [r, out]
+	// Encoder says what the encoder pass adds; with EncoderOwn it uses EncA, EncB.
+	Encoder    EncoderUse
+	EncA, EncB *mx.Array
+	Scale      float64
+	Dropout    float64 // probability of zeroing an input feature; only while training
 
 	// Training and Key switch dropout on: both must be set (and Dropout > 0). Each Forward
 	// call while training draws its mask from the next key of a chain started at Key, so
@@ -28,22 +32,74 @@ type Linear struct {
 	origin *Linear
 }
 
-// Forward is base(x) + cast_to_dtype_of_x(scale·((dropout(x)·A)·B)).
-func (l *Linear) Forward(x *mx.Array) *mx.Array {
-	z := mx.Matmul(mx.Matmul(l.dropout(x), l.A), l.B)
-	return mx.Add(l.Base.Forward(x), mx.AsType(mx.MulScalar(z, l.Scale), x.DType()))
+// EncoderUse is what a LoRA layer adds in the encoder pass.
+type EncoderUse int
+
+const (
+	// EncoderShared: the decoder's A and B act in the encoder pass too (optiq's semantics:
+	// the encoder reuses the decoder's layers, adapter included).
+	EncoderShared EncoderUse = iota
+	// EncoderOwn: the encoder pass adds scale·x·EncA·EncB (a PEFT adapter trained on
+	// transformers, whose encoder layers are modules of their own).
+	EncoderOwn
+	// EncoderNone: the encoder pass runs the base linear alone.
+	EncoderNone
+)
+
+// factors returns the low-rank factors pass p uses (nil, nil: none).
+func (l *Linear) factors(p diffusiongemma.Pass) (a, b *mx.Array) {
+	if p == diffusiongemma.EncoderPass {
+		switch l.Encoder {
+		case EncoderOwn:
+			return l.EncA, l.EncB
+		case EncoderNone:
+			return nil, nil
+		}
+	}
+	return l.A, l.B
+}
+
+// Forward is the decoder pass: base(x) + cast_to_dtype_of_x(scale·((dropout(x)·A)·B)).
+func (l *Linear) Forward(x *mx.Array) *mx.Array { return l.ForwardPass(x, diffusiongemma.DecoderPass) }
+
+// ForwardPass is Forward with the factors of pass p.
+func (l *Linear) ForwardPass(x *mx.Array, p diffusiongemma.Pass) *mx.Array {
+	var base *mx.Array
+	if pl, ok := l.Base.(diffusiongemma.PassLinear); ok {
+		base = pl.ForwardPass(x, p)
+	} else {
+		base = l.Base.Forward(x)
+	}
+	a, b := l.factors(p)
+	if a == nil {
+		return base
+	}
+	z := mx.Matmul(mx.Matmul(l.dropout(x), a), b)
+	return mx.Add(base, mx.AsType(mx.MulScalar(z, l.Scale), x.DType()))
 }
 
 // Dims returns the base linear's input and output widths.
 func (l *Linear) Dims() (in, out int) { return l.Base.Dims() }
 
 // Rank returns r.
-func (l *Linear) Rank() int { return l.A.Dim(1) }
+func (l *Linear) Rank() int {
+	if l.A != nil {
+		return l.A.Dim(1)
+	}
+	return l.EncA.Dim(1)
+}
 
-// Params returns A and B, then the arrays of a LoRA base (stacked adapters): what a
-// checkpointed layer passes explicitly (diffusiongemma.ParamLinear).
+// Params returns A and B (when the decoder pass has them), EncA and EncB (with
+// EncoderOwn), then the arrays of a LoRA base (stacked adapters): what a checkpointed layer
+// passes explicitly (diffusiongemma.ParamLinear).
 func (l *Linear) Params() []*mx.Array {
-	ps := []*mx.Array{l.A, l.B}
+	var ps []*mx.Array
+	if l.A != nil {
+		ps = append(ps, l.A, l.B)
+	}
+	if l.Encoder == EncoderOwn {
+		ps = append(ps, l.EncA, l.EncB)
+	}
 	if b, ok := l.Base.(diffusiongemma.ParamLinear); ok {
 		ps = append(ps, b.Params()...)
 	}
@@ -60,9 +116,14 @@ func (l *Linear) WithParams(ps []*mx.Array) diffusiongemma.Linear {
 		panic(fmt.Sprintf("lora: WithParams: %d arrays for %d parameters", len(ps), n))
 	}
 	c := *l
-	c.A, c.B = ps[0], ps[1]
+	if l.A != nil {
+		c.A, c.B, ps = ps[0], ps[1], ps[2:]
+	}
+	if l.Encoder == EncoderOwn {
+		c.EncA, c.EncB, ps = ps[0], ps[1], ps[2:]
+	}
 	if b, ok := l.Base.(diffusiongemma.ParamLinear); ok {
-		c.Base = b.WithParams(ps[2:])
+		c.Base = b.WithParams(ps)
 	}
 	if l.origin == nil {
 		c.origin = l

@@ -186,7 +186,7 @@ func TestAttentionValuesAndGQA(t *testing.T) {
 				l.V = &Dense{W: col0(e, 4, 3, 4, 1, -1)}
 			}
 			x := handArray(e, []int{1, 1, 8}, 1, 0, 0, 0, 0, 0, 0, 0)
-			got := l.attention(x, attendAll, 5, 1e-6)
+			got := l.attention(DecoderPass, x, attendAll, 5, 1e-6)
 			wantClose(t, fmt.Sprintf("full=%v attention", full), got.Float32s(), want, 1e-5)
 		}
 	})
@@ -225,8 +225,8 @@ func TestRoPEPairs(t *testing.T) {
 				}
 			}
 			var q0, k0, qp, kp []float32
-			l.attention(x, capture(&q0, &k0), 0, m.eps())
-			l.attention(x, capture(&qp, &kp), p, m.eps())
+			l.attention(DecoderPass, x, capture(&q0, &k0), 0, m.eps())
+			l.attention(DecoderPass, x, capture(&qp, &kp), p, m.eps())
 			for _, v := range []struct {
 				name      string
 				rest, rot []float32
@@ -274,7 +274,7 @@ func TestFullLayerValues(t *testing.T) {
 			t.Fatalf("layer %d: full %v but v_proj present %v", l.Index, l.Full, l.V != nil)
 		}
 		var got []float32
-		l.attention(x, func(q, k, v *mx.Array) *mx.Array {
+		l.attention(DecoderPass, x, func(q, k, v *mx.Array) *mx.Array {
 			got = v.Float32s()
 			return attendAll(q, k, v)
 		}, 4, m.eps())
@@ -306,7 +306,7 @@ func TestRoute(t *testing.T) {
 			RouterScale:    handArray(e, []int{4}, 2, 2, 1, 1),
 			PerExpertScale: handArray(e, []int{4}, 0.5, 3, 2, 4),
 		}
-		idx, w := l.route(m, handArray(e, []int{1, 2, 4}, 3, -3, 3, -3, 0, 0, 0, 2))
+		idx, w := l.route(m, DecoderPass, handArray(e, []int{1, 2, 4}, 3, -3, 3, -3, 0, 0, 0, 2))
 		if !slices.Equal(idx.Shape(), []int{1, 2, 2}) || !slices.Equal(w.Shape(), []int{1, 2, 2}) {
 			t.Fatalf("idx %v, w %v, want [1 2 2] each", idx.Shape(), w.Shape())
 		}
@@ -407,7 +407,7 @@ func TestLayerRoutesOnHMid(t *testing.T) {
 		}
 		m := &Model{Config: handConfig(4, 2, 30), Engine: e}
 		x := handArray(e, []int{1, 1, 4}, 2, 2, 1, 1)
-		got := l.forward(m, x, l.Scalar, attendAll, 0)
+		got := l.forward(m, DecoderPass, x, l.Scalar, attendAll, 0)
 		wantClose(t, "layer output", got.Float32s(), []float32{5.880458508704549, 7.530421475835522, 2, 2}, 1e-5)
 	})
 }
@@ -474,7 +474,7 @@ func referenceDecode(m *Model, canvas *mx.Array, c *Cache) *mx.Array {
 	n := canvas.Dim(1)
 	for i, l := range m.Layers {
 		lc := c.Layers[i]
-		h = l.forward(m, h, l.Scalar, func(q, k, v *mx.Array) *mx.Array {
+		h = l.forward(m, DecoderPass, h, l.Scalar, func(q, k, v *mx.Array) *mx.Array {
 			enc := 0
 			if lc.K != nil {
 				enc = lc.K.Dim(2)

@@ -99,7 +99,7 @@ func (m *Model) encode(h *mx.Array, c *Cache, blocks []int) {
 			if len(in) == 3 {
 				tmp.K, tmp.V = in[1], in[2]
 			}
-			out := l.forward(m, in[0], m.EncoderScalars[i], func(q, k, v *mx.Array) *mx.Array {
+			out := l.forward(m, EncoderPass, in[0], m.EncoderScalars[i], func(q, k, v *mx.Array) *mx.Array {
 				tmp.append(k, v)
 				mask := encoderMaskBlocks(m.Engine, offset, s, tmp.Start, tmp.K.Dim(2), l.Full, window, blocks)
 				out := mx.ScaledDotProductAttention(q, tmp.K, tmp.V, 1.0, mask)
@@ -178,7 +178,7 @@ func (m *Model) Decode(canvas *mx.Array, c *Cache, sc *mx.Array) *mx.Array {
 			inputs = append(inputs, ek, ev)
 		}
 		h = m.runLayer(l, inputs, func(l *Layer, in []*mx.Array) []*mx.Array {
-			return []*mx.Array{l.forward(m, in[0], l.Scalar, func(q, k, v *mx.Array) *mx.Array {
+			return []*mx.Array{l.forward(m, DecoderPass, in[0], l.Scalar, func(q, k, v *mx.Array) *mx.Array {
 				if len(in) == 3 {
 					k = mx.Concatenate([]*mx.Array{in[1], k}, 2)
 					v = mx.Concatenate([]*mx.Array{in[2], v}, 2)
@@ -218,17 +218,17 @@ func (m *Model) SoftEmbedding(processed *mx.Array) *mx.Array {
 // attendFunc computes attention output [B, H, S, D] from rotated q, k and normed v.
 type attendFunc func(q, k, v *mx.Array) *mx.Array
 
-// forward is one decoder layer (§3.3): attention, then the parallel dense MLP and MoE
-// branches, seven RMSNorms, and the whole residual scaled by scalar.
-func (l *Layer) forward(m *Model, x, scalar *mx.Array, attend attendFunc, offset int) *mx.Array {
+// forward is one decoder layer (§3.3) run in pass p: attention, then the parallel dense MLP
+// and MoE branches, seven RMSNorms, and the whole residual scaled by scalar.
+func (l *Layer) forward(m *Model, p Pass, x, scalar *mx.Array, attend attendFunc, offset int) *mx.Array {
 	eps := m.eps()
-	attn := l.attention(mx.RMSNorm(x, l.InputNorm, eps), attend, offset, eps)
+	attn := l.attention(p, mx.RMSNorm(x, l.InputNorm, eps), attend, offset, eps)
 	hMid := mx.Add(x, mx.RMSNorm(attn, l.PostAttnNorm, eps))
 
 	u := mx.RMSNorm(hMid, l.PreFFNorm, eps)
-	h1 := mx.RMSNorm(l.Down.Forward(mx.Multiply(mx.GELUTanh(l.Gate.Forward(u)), l.Up.Forward(u))), l.PostFFNorm1, eps)
+	h1 := mx.RMSNorm(project(l.Down, p, mx.Multiply(mx.GELUTanh(project(l.Gate, p, u)), project(l.Up, p, u))), l.PostFFNorm1, eps)
 
-	idx, w := l.route(m, hMid)
+	idx, w := l.route(m, p, hMid)
 	h2 := mx.RMSNorm(l.experts(mx.RMSNorm(hMid, l.PreFFNorm2, eps), idx, w), l.PostFFNorm2, eps)
 
 	out := mx.Add(hMid, mx.RMSNorm(mx.Add(h1, h2), l.PostFFNorm, eps))
@@ -237,16 +237,16 @@ func (l *Layer) forward(m *Model, x, scalar *mx.Array, attend attendFunc, offset
 
 // attention is §3.2: q/k RMSNorm with weight, v RMSNorm without, RoPE on q and k,
 // scale 1, values from the raw k projection on full layers.
-func (l *Layer) attention(x *mx.Array, attend attendFunc, offset int, eps float64) *mx.Array {
+func (l *Layer) attention(p Pass, x *mx.Array, attend attendFunc, offset int, eps float64) *mx.Array {
 	b, s := x.Dim(0), x.Dim(1)
-	q := mx.Reshape(l.Q.Forward(x), b, s, l.Heads, l.HeadDim)
+	q := mx.Reshape(project(l.Q, p, x), b, s, l.Heads, l.HeadDim)
 	q = mx.Transpose(mx.RMSNorm(q, l.QNorm, eps), 0, 2, 1, 3)
 	q = mx.RoPE(q, l.HeadDim, false, 0, 1, offset, l.ropeFreqs)
 
-	kRaw := mx.Reshape(l.K.Forward(x), b, s, l.KVHeads, l.HeadDim)
+	kRaw := mx.Reshape(project(l.K, p, x), b, s, l.KVHeads, l.HeadDim)
 	vRaw := kRaw
 	if l.V != nil {
-		vRaw = mx.Reshape(l.V.Forward(x), b, s, l.KVHeads, l.HeadDim)
+		vRaw = mx.Reshape(project(l.V, p, x), b, s, l.KVHeads, l.HeadDim)
 	}
 	k := mx.Transpose(mx.RMSNorm(kRaw, l.KNorm, eps), 0, 2, 1, 3)
 	k = mx.RoPE(k, l.HeadDim, false, 0, 1, offset, l.ropeFreqs)
@@ -254,18 +254,18 @@ func (l *Layer) attention(x *mx.Array, attend attendFunc, offset int, eps float6
 
 	out := attend(q, k, v)
 	out = mx.Reshape(mx.Transpose(out, 0, 2, 1, 3), b, s, l.Heads*l.HeadDim)
-	return l.O.Forward(out)
+	return project(l.O, p, out)
 }
 
 // route is §3.4: scores from the no-scale-normed, scaled residual; the top-k indices
 // are constants for autodiff; weights are the softmax over the selected scores times
 // the per-expert scale.
-func (l *Layer) route(m *Model, h *mx.Array) (idx, w *mx.Array) {
+func (l *Layer) route(m *Model, p Pass, h *mx.Array) (idx, w *mx.Array) {
 	t := &m.Config.TextConfig
 	u := mx.RMSNorm(h, nil, m.eps())
 	u = mx.Multiply(u, l.RouterScale)
 	u = mx.MulScalar(u, t.RouterRootScale())
-	scores := l.RouterProj.Forward(u) // [B, S, E]
+	scores := project(l.RouterProj, p, u) // [B, S, E]
 	k := t.TopKExperts
 	ne := scores.Dim(-1)
 	idx = mx.StopGradient(mx.SliceAxis(mx.Argpartition(mx.Negative(scores), k-1, -1), -1, 0, min(k, ne)))

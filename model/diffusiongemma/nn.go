@@ -14,6 +14,38 @@ type Linear interface {
 	Dims() (in, out int)
 }
 
+// Pass names the two passes that run the same layers: the causal encoder over the prompt
+// and the bidirectional decoder over the canvas.
+type Pass int
+
+const (
+	DecoderPass Pass = iota
+	EncoderPass
+)
+
+func (p Pass) String() string {
+	if p == EncoderPass {
+		return "encoder"
+	}
+	return "decoder"
+}
+
+// PassLinear is a linear that computes differently in the two passes: a LoRA adapter whose
+// encoder pass has its own low-rank weights (the way PEFT adapts transformers' encoder and
+// decoder modules separately), or none. The layers call ForwardPass where a linear has it.
+type PassLinear interface {
+	Linear
+	ForwardPass(x *mx.Array, p Pass) *mx.Array
+}
+
+// project is l applied to x in pass p.
+func project(l Linear, p Pass, x *mx.Array) *mx.Array {
+	if pl, ok := l.(PassLinear); ok {
+		return pl.ForwardPass(x, p)
+	}
+	return l.Forward(x)
+}
+
 // Dense is an unquantized linear.
 type Dense struct {
 	W *mx.Array // [out, in]

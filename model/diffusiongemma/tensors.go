@@ -264,3 +264,24 @@ func LoRAParamCount(targets []LoRATarget, rank int) int64 {
 	}
 	return n
 }
+
+// EncoderModule returns the name transformers (and so PEFT) gives the encoder pass's copy of
+// a decoder-layer module: "model.decoder.layers.N.<key>" →
+// "model.encoder.language_model.layers.N.<key>". Here both passes run the same layers; the
+// name addresses the encoder pass's own LoRA weights. ok is false for any other path.
+func EncoderModule(decoderModule string) (string, bool) {
+	rest, ok := strings.CutPrefix(decoderModule, DecoderPrefix+".layers.")
+	if !ok {
+		return "", false
+	}
+	return EncoderLayersPrefix + "." + rest, true
+}
+
+// DecoderModule is EncoderModule's inverse.
+func DecoderModule(encoderModule string) (string, bool) {
+	rest, ok := strings.CutPrefix(encoderModule, EncoderLayersPrefix+".")
+	if !ok {
+		return "", false
+	}
+	return DecoderPrefix + ".layers." + rest, true
+}
