@@ -55,9 +55,9 @@ func TestExportPEFT(t *testing.T) {
 		t.Errorf("%d tensors, metadata %v", len(tensors), meta)
 	}
 	for name, shape := range map[string][]int{
-		"base_model.model.model.decoder.layers.1.self_attn.q_proj.lora_A.weight": {4, 64},
-		"base_model.model.model.decoder.layers.1.self_attn.q_proj.lora_B.weight": {128, 4},
-		"base_model.model.model.decoder.layers.0.self_attn.v_proj.lora_B.weight": {32, 4},
+		"base_model.model.model.decoder.layers.1.self_attn.q_proj.lora_A.weight":                {4, 64},
+		"base_model.model.model.decoder.layers.1.self_attn.q_proj.lora_B.weight":                {128, 4},
+		"base_model.model.model.decoder.layers.0.self_attn.v_proj.lora_B.weight":                {32, 4},
 		"base_model.model.model.encoder.language_model.layers.0.self_attn.v_proj.lora_B.weight": {32, 4},
 	} {
 		if arr := tensors[name]; arr == nil || !slices.Equal(arr.Shape(), shape) {
