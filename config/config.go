@@ -55,6 +55,7 @@ type LoRAParameters struct {
 	Scale   float64  `mapstructure:"scale" help:"LoRA scale (y += scale·x·A·B; PEFT alpha = scale·rank)"`
 	Dropout float64  `mapstructure:"dropout" help:"dropout on the LoRA input"`
 	Keys    []string `mapstructure:"keys" help:"linears to adapt, relative to a decoder layer"`
+	Encoder string   `mapstructure:"encoder" help:"shared (one set of weights for the encoder and decoder passes, optiq) or separate (the encoder pass has its own, as PEFT on transformers)"`
 }
 
 // OptimizerCfg holds optimizer hyper-parameters (MLX names and defaults).
@@ -96,7 +97,7 @@ func Defaults() Config {
 		Backend:        "auto",
 		FineTuneType:   "lora",
 		NumLayers:      -1,
-		LoRAParameters: LoRAParameters{Rank: 8, Scale: 8, Dropout: 0, Keys: []string{"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj", "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"}},
+		LoRAParameters: LoRAParameters{Rank: 8, Scale: 8, Dropout: 0, Encoder: "shared", Keys: []string{"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj", "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"}},
 		BatchSize:      1,
 		Iters:          200,
 		LearningRate:   1e-4,

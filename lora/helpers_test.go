@@ -43,7 +43,7 @@ func randomizeB(t *testing.T, a *Adapter, seed uint64, amp float64) {
 	p := a.Params()
 	for _, n := range a.Names() {
 		if len(n) > len(suffixB) && n[len(n)-len(suffixB):] == suffixB {
-			p[n] = mx.MulScalar(mxtest.RandN(a.layers[n[:len(n)-len(suffixB)]].B.Engine(), rng, p[n].Shape()...), amp)
+			p[n] = mx.MulScalar(mxtest.RandN(p[n].Engine(), rng, p[n].Shape()...), amp)
 		}
 	}
 	if err := a.SetParams(p); err != nil {

@@ -157,3 +157,78 @@ func checkGradsNonTrivial(t *testing.T, f func([]*mx.Array) *mx.Array, args []*m
 		}
 	}
 }
+
+// TestSeparateEncoderGradientFiniteDifference is the check above for an adapter whose
+// encoder pass has its own weights (lora_parameters.encoder: separate): d loss / d A and
+// d loss / d B of both passes' sets against central differences. The encoder's last layer
+// reaches the loss only through the keys and values it caches, so its o/gate/up/down sets
+// have exactly zero gradient; every other set must have a clearly non-zero one.
+func TestSeparateEncoderGradientFiniteDifference(t *testing.T) {
+	e := mxtest.Go(t)
+	cfg, err := dg.Preset(dg.PresetTiny)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := dg.Synthesize(e, cfg, 5, dg.BitsNone)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := dg.Build(e, cfg, w, dg.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := lora.Attach(m, lora.Config{Rank: 2, Scale: 4, Keys: dg.DefaultLoRAKeys(), NumLayers: -1, Encoder: lora.EncoderModeSeparate}, 11)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := a.Names()
+	if len(names) != 52 {
+		t.Fatalf("%d tensors, want 52 (26 per pass)", len(names))
+	}
+	rng := rand.New(rand.NewPCG(21, 22))
+	p := a.Params()
+	for _, n := range names {
+		if strings.HasSuffix(n, ".lora_b") {
+			p[n] = mx.MulScalar(mxtest.RandN(e, rng, p[n].Shape()...), 0.1)
+		}
+	}
+	if err := a.SetParams(p); err != nil {
+		t.Fatal(err)
+	}
+	o := Reference(0.4, 0.8)
+	ex := Example{Prompt: []int32{2, 105, 40, 41, 42, 43, 106, 107, 105}, Target: []int32{300, 301, 302, 303, 304, 305}}
+	c := handCorruption(0.5, ex.Target, []bool{true, false, true, true, false, true}, []int32{17, 0, 450, 99, 0, 12})
+	f := func(args []*mx.Array) *mx.Array {
+		in := make(map[string]*mx.Array, len(names))
+		for i, n := range names {
+			in[n] = args[i]
+		}
+		if err := a.SetParams(in); err != nil {
+			t.Fatal(err)
+		}
+		loss, _ := BatchLoss([]Terms{o.ExampleTerms(m, ex, c)})
+		return loss
+	}
+	args := make([]*mx.Array, len(names))
+	argnums := make([]int, len(names))
+	for i, n := range names {
+		args[i], argnums[i] = p[n], i
+	}
+	mxtest.GradCheck(t, f, args, argnums, mxtest.GradCheckOptions{Eps: 3e-3, RTol: 2e-2, ATol: 1e-3, MaxPoints: 3})
+
+	last := dg.EncoderLayersPrefix + "." + fmt.Sprint(len(m.Layers)-1) + "."
+	grads := mx.Grad(f)(args)
+	for i, g := range grads {
+		big := 0.0
+		for _, v := range g.Float32s() {
+			big = max(big, float64(v), -float64(v))
+		}
+		unreachable := strings.HasPrefix(names[i], last) && !strings.Contains(names[i], ".k_proj.") && !strings.Contains(names[i], ".v_proj.")
+		switch {
+		case unreachable && big != 0:
+			t.Errorf("%s: gradient up to %.3g, want exactly 0 (the encoder's last layer feeds the loss only through its keys and values)", names[i], big)
+		case !unreachable && big < 1e-2:
+			t.Errorf("%s: largest gradient entry %.3g: too small for the check to mean anything", names[i], big)
+		}
+	}
+}

@@ -169,7 +169,7 @@ func modelParams(m *dg.Model) int64 {
 // LoRAConfig maps the config onto the adapter's shape.
 func LoRAConfig(cfg config.Config) lora.Config {
 	p := cfg.LoRAParameters
-	return lora.Config{Rank: p.Rank, Scale: p.Scale, Dropout: p.Dropout, Keys: p.Keys, NumLayers: cfg.NumLayers}
+	return lora.Config{Rank: p.Rank, Scale: p.Scale, Dropout: p.Dropout, Keys: p.Keys, NumLayers: cfg.NumLayers, Encoder: p.Encoder}
 }
 
 func newOptimizer(cfg config.Config, params map[string]*mx.Array) (optim.Optimizer, error) {

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 
 	"github.com/dgtune/dgtune/config"
+	"github.com/dgtune/dgtune/lora"
 	"gopkg.in/yaml.v3"
 )
 
@@ -89,6 +90,9 @@ func writeAdapterConfig(c config.Config) error {
 			"dropout": c.LoRAParameters.Dropout, "keys": c.LoRAParameters.Keys,
 		},
 		"training": toMap(c),
+	}
+	if c.LoRAParameters.Encoder == lora.EncoderModeSeparate {
+		ac["lora_parameters"].(map[string]any)["encoder"] = lora.EncoderModeSeparate
 	}
 	b, err := json.MarshalIndent(ac, "", "  ")
 	if err != nil {
