@@ -181,11 +181,11 @@ func TestExportPEFTRoundTrip(t *testing.T) {
 		}
 	}
 	var pc struct {
-		PeftType      string   `json:"peft_type"`
-		R             int      `json:"r"`
-		LoRAAlpha     float64  `json:"lora_alpha"`
-		TargetModules string   `json:"target_modules"`
-		BaseModel     string   `json:"base_model_name_or_path"`
+		PeftType      string  `json:"peft_type"`
+		R             int     `json:"r"`
+		LoRAAlpha     float64 `json:"lora_alpha"`
+		TargetModules string  `json:"target_modules"`
+		BaseModel     string  `json:"base_model_name_or_path"`
 	}
 	if err := json.Unmarshal(readBytes(t, filepath.Join(peft, lora.ConfigFile)), &pc); err != nil {
 		t.Fatal(err)
