@@ -281,6 +281,7 @@ func TestResumeMismatch(t *testing.T) {
 		{"other keys", func(c *config.Config) { c.LoRAParameters.Keys = []string{"self_attn.q_proj"} }, "different parameters"},
 		{"full over lora", func(c *config.Config) { c.FineTuneType = "full" }, "different parameters"},
 		{"other seed", func(c *config.Config) { c.Seed = 8 }, "seed 7"},
+		{"separate over shared", func(c *config.Config) { c.LoRAParameters.Encoder = lora.EncoderModeSeparate }, "different parameters"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -507,5 +508,46 @@ func TestEarlyStopping(t *testing.T) {
 	st, _, _, err := loadState(mxtest.Go(t), cfg.AdapterPath)
 	if err != nil || st.Step != want {
 		t.Errorf("checkpoint at step %d (%v), want %d", st.Step, err, want)
+	}
+}
+
+// TestSeparateEncoderRun: with lora_parameters.encoder separate the run trains both passes'
+// weights, resumes exactly, and writes an adapter that reads back as separate.
+func TestSeparateEncoderRun(t *testing.T) {
+	dir := t.TempDir()
+	cfg := resumeConfig(t, dir)
+	cfg.LoRAParameters.Encoder = lora.EncoderModeSeparate
+	if _, err := Run(context.Background(), cfg, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	want := lossSeq(readMetrics(t, cfg.AdapterPath))
+	rc := cfg
+	rc.AdapterPath = filepath.Join(dir, "resumed")
+	runInterrupted(t, rc)
+	rc.Resume = true
+	if _, err := Run(context.Background(), rc, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := lossSeq(readMetrics(t, rc.AdapterPath)); !slices.Equal(got, want) {
+		t.Errorf("metrics differ:\nresumed:       %v\nuninterrupted: %v", got, want)
+	}
+	if string(readBytes(t, filepath.Join(rc.AdapterPath, AdapterFile))) != string(readBytes(t, filepath.Join(cfg.AdapterPath, AdapterFile))) {
+		t.Error("the resumed adapter differs from the uninterrupted run's")
+	}
+	f, err := lora.LoadDir(mxtest.Go(t), cfg.AdapterPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc := 0
+	for mod, w := range f.Modules {
+		if strings.HasPrefix(mod, dg.EncoderLayersPrefix) {
+			enc++
+			if d, _ := dg.DecoderModule(mod); slices.Equal(w.B.Float32s(), f.Modules[d].B.Float32s()) {
+				t.Errorf("%s: the encoder pass's B equals the decoder's after training", mod)
+			}
+		}
+	}
+	if !f.Separate() || enc == 0 || enc*2 != len(f.Modules) {
+		t.Errorf("adapter: separate %v, %d encoder modules of %d", f.Separate(), enc, len(f.Modules))
 	}
 }
