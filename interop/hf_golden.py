@@ -326,10 +326,22 @@ def vision(out, ref, meta):
     mm = (prompt == cfg.image_token_id).long()
     canvas = ids(gen, 8, 256)
     ref["vision.prompt"], ref["vision.canvas"] = prompt.int(), canvas.int()
+    kw = dict(input_ids=prompt, decoder_input_ids=canvas, pixel_values=feats["pixel_values"],
+              image_position_ids=feats["image_position_ids"], mm_token_type_ids=mm)
     with torch.no_grad():
-        o = model(input_ids=prompt, decoder_input_ids=canvas, pixel_values=feats["pixel_values"],
-                  image_position_ids=feats["image_position_ids"], mm_token_type_ids=mm)
-    ref["vision.logits"] = o.logits.contiguous()
+        # As transformers runs it by default. In 5.17 DiffusionGemmaEncoderModel.forward builds
+        # the vision-bidirectional masks but does not use them (the result of
+        # create_masks_for_generate is dropped), so image tokens attend causally here.
+        ref["vision.logits.default"] = model(**kw).logits.contiguous()
+        # With the masks it builds passed in explicitly: image tokens of one block see each
+        # other (use_bidirectional_attention "vision"), as mlx-vlm and dgtune do.
+        enc = model.model.encoder
+        dummy = torch.zeros(1, prompt.shape[1], cfg.text_config.hidden_size)
+        masks = enc.create_masks_for_generate(
+            config=cfg.get_text_config(), inputs_embeds=dummy, attention_mask=None, past_key_values=None,
+            position_ids=torch.arange(prompt.shape[1])[None], mm_token_type_ids=mm)
+        meta["vision.mask_kinds"] = sorted(masks.keys()) if isinstance(masks, dict) else str(type(masks))
+        ref["vision.logits"] = model(**kw, attention_mask=masks).logits.contiguous()
 
 
 if __name__ == "__main__":

@@ -73,6 +73,8 @@ func TestRawCheckpointLogits(t *testing.T) {
 	ref := reference(t, e)
 	for _, tt := range []struct{ dir, prefix, logits string }{
 		{"text-f32", "short", "base.short.logits"},
+		{"text-bf16", "text-bf16", "text-bf16.logits"},
+		{"text-f16", "text-f16", "text-f16.logits"},
 	} {
 		t.Run(tt.dir, func(t *testing.T) {
 			m := load(t, e, tt.dir)

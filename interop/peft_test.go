@@ -1,8 +1,10 @@
 package interop
 
 import (
+	"encoding/json"
 	"maps"
 	"math"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -147,5 +149,44 @@ func TestPEFTAdaptersFromTransformers(t *testing.T) {
 			}
 			t.Logf("%d gradients: worst max|Δ|/max|PEFT| = %.3g", len(grads), worst)
 		})
+	}
+}
+
+// TestPEFTBadTargets: a PEFT adapter whose target_modules names nothing in the model is
+// refused with one line that says so, before anything is attached.
+func TestPEFTBadTargets(t *testing.T) {
+	e := mxtest.Go(t)
+	dir := t.TempDir()
+	for _, name := range []string{lora.PEFTWeightsFile, lora.ConfigFile} {
+		b, err := os.ReadFile(filepath.Join(golden, "peft-decoder", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if name == lora.ConfigFile {
+			var cfg map[string]any
+			if err := json.Unmarshal(b, &cfg); err != nil {
+				t.Fatal(err)
+			}
+			cfg["target_modules"] = `^model\.decoder\.layers\.(?:7|8)\.self_attn\.q_proj$`
+			if b, err = json.Marshal(cfg); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f, err := lora.LoadDir(e, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := load(t, e, "text-f32")
+	_, err = lora.Mount(m, f)
+	if err == nil {
+		t.Fatal("Mount accepted target_modules that name nothing")
+	}
+	first, _, _ := strings.Cut(err.Error(), "\n")
+	if !strings.Contains(first, "names no linear of this model (3 layers") {
+		t.Errorf("first line %q does not say what is wrong", first)
 	}
 }
