@@ -11,7 +11,9 @@
 // Model.LinearSlot: [Attach] creates a fresh one (A uniform in ±1/√in from seeded keys,
 // B zero, so the adapted model is the base model at step 0), [Mount] installs one read from
 // disk after checking every tensor against the model (all or nothing). Because the encoder
-// pass reuses the decoder's layers, one adapter acts in both passes. Adapters stack: a second
+// pass reuses the decoder's layers, one adapter acts in both passes by default; an adapter
+// may instead give the encoder pass weights of its own, or none (Config.Encoder
+// "separate", Linear.Encoder), which is what PEFT adapters trained on transformers are. Adapters stack: a second
 // one mounted on the same model adds its residual to the first one's output, and [Adapter.Detach]
 // unlinks an adapter wherever it sits in such a chain.
 //
