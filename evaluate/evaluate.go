@@ -93,7 +93,10 @@ func Cases(s *train.Session, split *data.Split, max int) ([]Case, error) {
 	out := make([]Case, len(pairs))
 	for i, p := range pairs {
 		ex := byIndex[p.Index]
-		out[i] = Case{Index: p.Index, Prompt: p.Prompt, Target: p.Target, Reference: ex.Completion,
+		// A long target (long_targets: random_block) is scored on its first canvas, the
+		// block generation produces first.
+		target := p.Target[:min(len(p.Target), s.Config.MaxCanvas)]
+		out[i] = Case{Index: p.Index, Prompt: p.Prompt, Target: target, Reference: ex.Completion,
 			RefTokens: min(len(s.Tokenizer.Encode(ex.Completion)), s.Config.MaxCanvas)}
 		if len(p.Images) > 0 {
 			// Preprocess once: every noise level and both models reuse the pixels.
@@ -233,6 +236,7 @@ func (ev *Evaluator) GenerateOptions(c Case, i int) dg.GenerateOptions {
 	}
 	opt.Sampler = cfg.Eval.Sampler
 	opt.Temperature = cfg.Eval.Temperature
+	opt.NoSelfConditioning = !cfg.Eval.SelfCond
 	opt.Seed = train.DeriveSeed(cfg.Seed, seedSampler, uint64(c.Index), uint64(i))
 	for _, name := range []string{"<eos>", "<turn|>"} {
 		if id, ok := ev.Session.Tokenizer.TokenID(name); ok {
