@@ -93,6 +93,7 @@ type Eval struct {
 	Sampler     string    `mapstructure:"sampler" help:"confidence or entropy"`
 	Temperature float64   `mapstructure:"temperature" help:"sampling temperature (0 = greedy)"`
 	SelfCond    bool      `mapstructure:"self_conditioning" help:"the sampler conditions each pass on the previous pass's distribution (false = every pass as the first, an ablation)"`
+	TwoPass     bool      `mapstructure:"two_pass" help:"also score loss and accuracy with the two-pass step (a second decoder pass conditioned on the first's logits)"`
 	Samples     int       `mapstructure:"samples" help:"sample generations to print"`
 }
 

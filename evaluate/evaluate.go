@@ -37,6 +37,10 @@ type Case struct {
 type Metrics struct {
 	Loss        map[string]float64 `json:"loss"`     // by noise level "0.25"
 	Accuracy    map[string]float64 `json:"accuracy"` // canvas-token accuracy on corrupted positions
+	// TwoPassLoss and TwoPassAccuracy score the same corruptions on the second pass of the
+	// two-pass step (conditioned on the first pass's logits); only with eval.two_pass.
+	TwoPassLoss     map[string]float64 `json:"two_pass_loss,omitempty"`
+	TwoPassAccuracy map[string]float64 `json:"two_pass_accuracy,omitempty"`
 	ExactMatch  *float64           `json:"exact_match,omitempty"`
 	TokenF1     *float64           `json:"token_f1,omitempty"`
 	MeanSteps   *float64           `json:"mean_denoising_steps,omitempty"`
@@ -124,21 +128,33 @@ func (ev *Evaluator) Run(label string, generate bool) (*Metrics, error) {
 	for i, c := range ev.Cases {
 		res.PerExample[i] = ExampleScore{Index: c.Index, Loss: map[string]float64{}, Accuracy: map[string]float64{}}
 	}
+	twoPass := ev.Config.Eval.TwoPass
+	if twoPass {
+		res.TwoPassLoss, res.TwoPassAccuracy = map[string]float64{}, map[string]float64{}
+	}
 	bar := ev.progress(label, len(ev.Config.Eval.NoiseLevels)*len(ev.Cases))
 	for li, t := range ev.Config.Eval.NoiseLevels {
-		var lossSum, count, correct float64
+		var lossSum, count, correct, lossSum2, correct2 float64
 		for i, c := range ev.Cases {
 			key := mx.Key(e, train.DeriveSeed(ev.Config.Seed, seedNoise, uint64(li), uint64(c.Index), uint64(i)))
 			corr := objective.CorruptAt(key, c.Target, t, vocab)
 			if ev.OnCorruption != nil {
 				ev.OnCorruption(label, t, c, corr)
 			}
-			ls, n, ok, err := scoreCorruption(m, c, corr)
+			ls, n, ok, err := scoreCorruption(m, c, corr, false)
 			if err != nil {
 				return nil, fmt.Errorf("%s: example %d: %w", label, c.Index, err)
 			}
 			res.PerExample[i].Loss[levelKey(t)] = ls / math.Max(n, 1)
 			res.PerExample[i].Accuracy[levelKey(t)] = ok / math.Max(n, 1)
+			if twoPass {
+				ls2, _, ok2, err := scoreCorruption(m, c, corr, true)
+				if err != nil {
+					return nil, fmt.Errorf("%s: example %d: %w", label, c.Index, err)
+				}
+				lossSum2 += ls2
+				correct2 += ok2
+			}
 			bar.Add(1)
 			lossSum += ls
 			count += n
@@ -147,6 +163,11 @@ func (ev *Evaluator) Run(label string, generate bool) (*Metrics, error) {
 		res.Loss[levelKey(t)] = lossSum / math.Max(count, 1)
 		res.Accuracy[levelKey(t)] = correct / math.Max(count, 1)
 		fmt.Fprintf(log, "%s: t=%g loss %.4f accuracy %.3f\n", label, t, res.Loss[levelKey(t)], res.Accuracy[levelKey(t)])
+		if twoPass {
+			res.TwoPassLoss[levelKey(t)] = lossSum2 / math.Max(count, 1)
+			res.TwoPassAccuracy[levelKey(t)] = correct2 / math.Max(count, 1)
+			fmt.Fprintf(log, "%s: t=%g two-pass loss %.4f accuracy %.3f\n", label, t, res.TwoPassLoss[levelKey(t)], res.TwoPassAccuracy[levelKey(t)])
+		}
 	}
 	bar.Finish()
 	if !generate {
@@ -185,16 +206,21 @@ func (ev *Evaluator) Run(label string, generate bool) (*Metrics, error) {
 }
 
 // scoreCorruption returns Σ CE over corrupted positions, their count and the number
-// whose argmax is the target.
-func scoreCorruption(m *dg.Model, c Case, corr objective.Corruption) (float64, float64, float64, error) {
+// whose argmax is the target, on the single decoder pass or (twoPass) on the second pass
+// of the two-pass step.
+func scoreCorruption(m *dg.Model, c Case, corr objective.Corruption, twoPass bool) (float64, float64, float64, error) {
 	var lossSum, count, correct float64
 	var err error
 	mx.Tidy(m.Engine, func() []*mx.Array {
 		e := m.Engine
 		prompt, canvas := mx.FromInt32(e, c.Prompt, 1, len(c.Prompt)), mx.FromInt32(e, corr.Canvas, 1, len(corr.Canvas))
-		var logits *mx.Array
-		if logits, err = m.ForwardWithImages(prompt, canvas, c.Images); err != nil {
+		cache := m.NewCache()
+		if err = m.EncodeWithImages(prompt, c.Images, cache); err != nil {
 			return nil
+		}
+		logits := m.Decode(canvas, cache, nil)
+		if twoPass {
+			logits = objective.SelfConditioned(m, canvas, cache)
 		}
 		ce := objective.CrossEntropy(logits, c.Target).Float32s()
 		pred := mx.Argmax(logits, -1, false).Int32s()
