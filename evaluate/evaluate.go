@@ -35,18 +35,18 @@ type Case struct {
 
 // Metrics are one model's numbers.
 type Metrics struct {
-	Loss        map[string]float64 `json:"loss"`     // by noise level "0.25"
-	Accuracy    map[string]float64 `json:"accuracy"` // canvas-token accuracy on corrupted positions
+	Loss     map[string]float64 `json:"loss"`     // by noise level "0.25"
+	Accuracy map[string]float64 `json:"accuracy"` // canvas-token accuracy on corrupted positions
 	// TwoPassLoss and TwoPassAccuracy score the same corruptions on the second pass of the
 	// two-pass step (conditioned on the first pass's logits); only with eval.two_pass.
 	TwoPassLoss     map[string]float64 `json:"two_pass_loss,omitempty"`
 	TwoPassAccuracy map[string]float64 `json:"two_pass_accuracy,omitempty"`
-	ExactMatch  *float64           `json:"exact_match,omitempty"`
-	TokenF1     *float64           `json:"token_f1,omitempty"`
-	MeanSteps   *float64           `json:"mean_denoising_steps,omitempty"`
-	TokensPerS  *float64           `json:"generated_tokens_per_second,omitempty"`
-	Generations []Generation       `json:"generations,omitempty"`
-	PerExample  []ExampleScore     `json:"per_example"`
+	ExactMatch      *float64           `json:"exact_match,omitempty"`
+	TokenF1         *float64           `json:"token_f1,omitempty"`
+	MeanSteps       *float64           `json:"mean_denoising_steps,omitempty"`
+	TokensPerS      *float64           `json:"generated_tokens_per_second,omitempty"`
+	Generations     []Generation       `json:"generations,omitempty"`
+	PerExample      []ExampleScore     `json:"per_example"`
 }
 
 // ExampleScore is one example's loss and accuracy at each noise level.
