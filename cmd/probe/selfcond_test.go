@@ -81,9 +81,9 @@ func TestForwardSelfCond(t *testing.T) {
 	}
 	rng := rand.New(rand.NewPCG(3, 4))
 	p := a.Params()
-	for n, v := range p {
+	for _, n := range a.Names() { // a fixed order: the draws must not depend on map iteration
 		if strings.HasSuffix(n, ".lora_b") {
-			p[n] = mx.MulScalar(mxtest.RandN(e, rng, v.Shape()...), 0.05)
+			p[n] = mx.MulScalar(mxtest.RandN(e, rng, p[n].Shape()...), 0.05)
 		}
 	}
 	if err := a.SetParams(p); err != nil {
@@ -151,7 +151,8 @@ func TestForwardSelfCond(t *testing.T) {
 		if !ok {
 			t.Fatalf("no grad.%s", n)
 		}
-		if ok, at := mxtest.Close(g.Float32s(), grads[i].Float32s(), 1e-3, 1e-6); !ok {
+		// The hand soft embedding is float64, probe's float32: logits differ by ~1e-5.
+		if ok, at := mxtest.Close(g.Float32s(), grads[i].Float32s(), 1e-3, 1e-5); !ok {
 			t.Errorf("grad.%s differs from the hand second pass's at %d: %v vs %v", n, at, g.Float32s()[at], grads[i].Float32s()[at])
 		}
 	}
