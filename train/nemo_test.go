@@ -2,6 +2,8 @@ package train
 
 import (
 	"context"
+	"image/color"
+	"math"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -176,5 +178,76 @@ func TestObjectiveForNeMo(t *testing.T) {
 	}
 	if !strings.Contains(FormatConfig(cfg), "objective: nemo") {
 		t.Errorf("resolved config lacks the objective:\n%s", FormatConfig(cfg))
+	}
+}
+
+// grad_checkpoint recomputes every layer of both decoder passes and of the encoder's
+// continuation in the backward pass; NeMo's objective must train the same adapter.
+func TestGradCheckpointNeMo(t *testing.T) {
+	dir := t.TempDir()
+	cfg := nemoConfig(t, dir)
+	cfg.Iters = 3
+	cfg.SaveEvery = 0
+	cfg.SelfConditioning = 1 // every example takes the two-pass step
+	cfg.AdapterPath = filepath.Join(dir, "plain")
+	want, err := Run(context.Background(), cfg, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ck := cfg
+	ck.GradCheckpoint = true
+	ck.AdapterPath = filepath.Join(dir, "checkpointed")
+	got, err := Run(context.Background(), ck, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	close := func(a, b float64) bool { return math.Abs(a-b) <= 1e-5*(1+math.Abs(b)) }
+	if !close(got.FinalLoss, want.FinalLoss) || !close(*got.FinalValLoss, *want.FinalValLoss) {
+		t.Errorf("checkpointed run: train %v val %v, want %v and %v", got.FinalLoss, *got.FinalValLoss, want.FinalLoss, *want.FinalValLoss)
+	}
+}
+
+// NeMo's objective on an image prompt: the encoder loss skips the pairs whose next token
+// is an image soft token (the encoder reads vision features there), and a run trains.
+func TestNeMoOnImages(t *testing.T) {
+	dir := t.TempDir()
+	model := writeVisionModel(t, filepath.Join(dir, "model"))
+	data := filepath.Join(dir, "data")
+	writePNG(t, filepath.Join(data, "red.png"), 48, 48, color.NRGBA{R: 220, A: 255})
+	writeFile(t, filepath.Join(data, "train.jsonl"), colourRow("red.png", "warm"), colourRow("red.png", "hot!"))
+	cfg := nemoConfig(t, filepath.Join(dir, "text")) // NeMo's settings; model and data replaced below
+	cfg.Model, cfg.Data, cfg.AdapterPath = model, data, filepath.Join(dir, "adapters")
+	cfg.Iters, cfg.StepsPerEval, cfg.SaveEvery, cfg.BatchSize = 2, 0, 0, 1
+	cfg.SelfConditioning = 1
+	s, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.LoadData(); err != nil {
+		t.Fatal(err)
+	}
+	pairs, err := s.Pairs(s.Dataset.Train)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := pairs[0]
+	img := int32(s.Model.Config.ImageTokenID)
+	seq := append(slices.Clone(p.Prompt), p.Target...)
+	images := 0
+	for _, id := range seq[1:] {
+		if id == img {
+			images++
+		}
+	}
+	if images == 0 {
+		t.Fatalf("the prompt holds no image tokens (id %d): %v, images %d", img, p.Prompt, len(p.Images))
+	}
+	c := s.Objective.DrawExample(mx.Key(s.Engine, 1), mx.Key(s.Engine, 2), p.Target, s.Model.Config.TextConfig.VocabSize)
+	terms := s.Objective.ExampleTerms(s.Model, objective.Example{Prompt: p.Prompt, Target: p.Target, Images: p.Images}, c)
+	if want := float64(len(seq) - 1 - images); terms.EncCount != want {
+		t.Errorf("encoder pairs %v, want %v (%d pairs, %d predicting an image token)", terms.EncCount, want, len(seq)-1, images)
+	}
+	if _, err := Run(context.Background(), cfg, Options{}); err != nil {
+		t.Fatal(err)
 	}
 }
