@@ -39,9 +39,9 @@ import math
 import os
 import sys
 
-# Geometry: the tiny preset's shape, smaller (the files stay well under 500 KB), with a
-# sliding window longer than any sequence here so that the training path of transformers
-# (encoder K/V as plain tensors, no decoder window) and the cache path agree.
+# Geometry: the tiny preset's shape, smaller (the files stay well under 500 KB). The sliding
+# window is longer than any sequence here: this check is about self-conditioning; the window
+# itself is checked against transformers by interop/hf_golden.py's long-prompt case.
 GEOM = dict(vocab=256, hidden=32, intermediate=64, moe_intermediate=16, layers=2, heads=2,
             kv_heads=1, global_kv_heads=1, head_dim=16, global_head_dim=32, window=32,
             experts=4, top_k=2, canvas=16)
@@ -111,13 +111,19 @@ def dgtune_config():
     }
 
 
+# transformers builds a vision tower whatever the config says (vision_config None is refused),
+# so the model gets a tiny one (as interop/hf_golden.py does); it is not exported.
+VISION = dict(model_type="gemma4_vision", hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+              num_attention_heads=2, num_key_value_heads=2, head_dim=16, patch_size=16, pooling_kernel_size=3,
+              position_embedding_size=64, standardize=True, use_clipped_linears=False)
+
+
 def build_model():
     import torch
     from transformers import DiffusionGemmaConfig, DiffusionGemmaForBlockDiffusion
-    from transformers.models.diffusion_gemma.configuration_diffusion_gemma import DiffusionGemmaTextConfig
 
     g = GEOM
-    text = DiffusionGemmaTextConfig(
+    text = dict(
         vocab_size=g["vocab"], hidden_size=g["hidden"], intermediate_size=g["intermediate"],
         moe_intermediate_size=g["moe_intermediate"], num_hidden_layers=g["layers"],
         num_attention_heads=g["heads"], num_key_value_heads=g["kv_heads"], head_dim=g["head_dim"],
@@ -125,23 +131,16 @@ def build_model():
         hidden_activation="gelu_pytorch_tanh", max_position_embeddings=4096, rms_norm_eps=1e-6,
         sliding_window=g["window"], layer_types=list(LAYER_TYPES), rope_parameters=json.loads(json.dumps(ROPE)),
         num_experts=g["experts"], top_k_experts=g["top_k"], use_bidirectional_attention="vision",
-        attention_bias=False, tie_word_embeddings=True, pad_token_id=0, eos_token_id=1, bos_token_id=2,
+        final_logit_softcapping=30.0, pad_token_id=0, eos_token_id=1, bos_token_id=2,
     )
-    common = dict(text_config=text, canvas_length=g["canvas"], tie_word_embeddings=True,
-                  boi_token_id=IMAGE_IDS["boi"], eoi_token_id=IMAGE_IDS["eoi"], image_token_id=IMAGE_IDS["image"])
+    cfg = DiffusionGemmaConfig(text_config=text, vision_config=dict(VISION), canvas_length=g["canvas"],
+                               boi_token_id=IMAGE_IDS["boi"], eoi_token_id=IMAGE_IDS["eoi"],
+                               image_token_id=IMAGE_IDS["image"])
+    cfg._attn_implementation = "eager"
     torch.manual_seed(SEED)
-    try:
-        model = DiffusionGemmaForBlockDiffusion(DiffusionGemmaConfig(vision_config=None, **common))
-    except Exception as err:  # versions that always build a vision tower: give it a tiny one
-        print(f"note: vision_config=None failed ({err}); using a one-layer vision tower (dropped on export)")
-        vision = {"model_type": "gemma4_vision", "hidden_size": 16, "intermediate_size": 32,
-                  "num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 2, "head_dim": 8}
-        model = DiffusionGemmaForBlockDiffusion(DiffusionGemmaConfig(vision_config=vision, **common))
-    try:
-        model.set_attn_implementation("eager")
-    except Exception as err:
-        print(f"note: set_attn_implementation('eager') failed ({err}); keeping {model.config._attn_implementation}")
-    return model.float().eval()
+    model = DiffusionGemmaForBlockDiffusion(cfg).eval()
+    model.config._attn_implementation = "eager"
+    return model.float()
 
 
 def randomize(model):
@@ -172,7 +171,9 @@ def randomize(model):
         for name, b in enc.named_buffers():
             if name.endswith("layer_scalar"):
                 b.copy_(0.5 + torch.rand(b.shape, generator=gen))
-        if model.lm_head.weight.data_ptr() != dec.embed_tokens.weight.data_ptr():
+    model.tie_weights()
+    with torch.no_grad():
+        if not torch.equal(model.lm_head.weight, dec.embed_tokens.weight):
             model.lm_head.weight.copy_(dec.embed_tokens.weight)
 
 
