@@ -39,6 +39,12 @@ type Config struct {
 	Weighting     string  `mapstructure:"weighting" help:"none or inv_t"`
 	TMin          float64 `mapstructure:"t_min" help:"lowest noise level (-1 = checkpoint's generation config)"`
 	TMax          float64 `mapstructure:"t_max" help:"highest noise level (-1 = checkpoint's generation config)"`
+	// The NeMo AutoModel options (README: objective table); `objective: nemo` sets them
+	// and the keys above as NeMo does, unless they are given.
+	Objective         string  `mapstructure:"objective" help:"loss preset: reference (mlx-optiq) or nemo (NeMo AutoModel; sets t_min, t_max, loss_positions, eos_fill, self_conditioning, encoder_loss_weight and long_targets unless they are given)"`
+	SelfConditioning  float64 `mapstructure:"self_conditioning" help:"probability per example of the two-pass self-conditioned step (0 = off)"`
+	EncoderLossWeight float64 `mapstructure:"encoder_loss_weight" help:"weight of the encoder's causal next-token loss over the clean prompt + target (0 = off)"`
+	LongTargets       string  `mapstructure:"long_targets" help:"truncate (to max_canvas) or random_block (one random max_canvas block per example, the earlier blocks in the encoder's context)"`
 
 	PromptFeature     string `mapstructure:"prompt_feature" help:"name of the prompt field"`
 	CompletionFeature string `mapstructure:"completion_feature" help:"name of the completion field"`
@@ -87,6 +93,8 @@ type Eval struct {
 	Steps       int       `mapstructure:"steps" help:"max denoising steps per block (0 = checkpoint's)"`
 	Sampler     string    `mapstructure:"sampler" help:"confidence or entropy"`
 	Temperature float64   `mapstructure:"temperature" help:"sampling temperature (0 = greedy)"`
+	SelfCond    bool      `mapstructure:"self_conditioning" help:"the sampler conditions each pass on the previous pass's distribution (false = every pass as the first, an ablation)"`
+	TwoPass     bool      `mapstructure:"two_pass" help:"also score loss and accuracy with the two-pass step (a second decoder pass conditioned on the first's logits)"`
 	Samples     int       `mapstructure:"samples" help:"sample generations to print"`
 }
 
@@ -118,13 +126,15 @@ func Defaults() Config {
 		Weighting:             "none",
 		TMin:                  -1,
 		TMax:                  -1,
+		Objective:             "reference",
+		LongTargets:           "truncate",
 		PromptFeature:         "prompt",
 		CompletionFeature:     "completion",
 		TextFeature:           "text",
 		ChatFeature:           "messages",
 		Eval: Eval{
 			Split: "test", NoiseLevels: []float64{0.25, 0.5, 0.75}, MaxExamples: -1, Generate: true,
-			Sampler: "confidence", Samples: 3,
+			Sampler: "confidence", Samples: 3, SelfCond: true,
 		},
 	}
 }

@@ -119,6 +119,9 @@ func Load(path string, fs *pflag.FlagSet) (Config, error) {
 			}
 		}
 	}
+	if err := applyObjectivePreset(v); err != nil {
+		return Config{}, err
+	}
 	var c Config
 	err := v.Unmarshal(&c, func(dc *mapstructure.DecoderConfig) {
 		dc.ErrorUnused = false
@@ -246,6 +249,7 @@ func (c Config) Validate() error {
 	oneOf("loss_positions", c.LossPositions, "corrupted", "all")
 	oneOf("weighting", c.Weighting, "none", "inv_t")
 	oneOf("eval.sampler", c.Eval.Sampler, "confidence", "entropy")
+	c.validateObjective(bad)
 	if c.GradCheckpoint && c.FineTuneType == "full" {
 		bad("grad_checkpoint: needs fine_tune_type lora (a checkpointed layer passes gradients only to LoRA arrays)")
 	}

@@ -35,14 +35,18 @@ type Case struct {
 
 // Metrics are one model's numbers.
 type Metrics struct {
-	Loss        map[string]float64 `json:"loss"`     // by noise level "0.25"
-	Accuracy    map[string]float64 `json:"accuracy"` // canvas-token accuracy on corrupted positions
-	ExactMatch  *float64           `json:"exact_match,omitempty"`
-	TokenF1     *float64           `json:"token_f1,omitempty"`
-	MeanSteps   *float64           `json:"mean_denoising_steps,omitempty"`
-	TokensPerS  *float64           `json:"generated_tokens_per_second,omitempty"`
-	Generations []Generation       `json:"generations,omitempty"`
-	PerExample  []ExampleScore     `json:"per_example"`
+	Loss     map[string]float64 `json:"loss"`     // by noise level "0.25"
+	Accuracy map[string]float64 `json:"accuracy"` // canvas-token accuracy on corrupted positions
+	// TwoPassLoss and TwoPassAccuracy score the same corruptions on the second pass of the
+	// two-pass step (conditioned on the first pass's logits); only with eval.two_pass.
+	TwoPassLoss     map[string]float64 `json:"two_pass_loss,omitempty"`
+	TwoPassAccuracy map[string]float64 `json:"two_pass_accuracy,omitempty"`
+	ExactMatch      *float64           `json:"exact_match,omitempty"`
+	TokenF1         *float64           `json:"token_f1,omitempty"`
+	MeanSteps       *float64           `json:"mean_denoising_steps,omitempty"`
+	TokensPerS      *float64           `json:"generated_tokens_per_second,omitempty"`
+	Generations     []Generation       `json:"generations,omitempty"`
+	PerExample      []ExampleScore     `json:"per_example"`
 }
 
 // ExampleScore is one example's loss and accuracy at each noise level.
@@ -93,7 +97,10 @@ func Cases(s *train.Session, split *data.Split, max int) ([]Case, error) {
 	out := make([]Case, len(pairs))
 	for i, p := range pairs {
 		ex := byIndex[p.Index]
-		out[i] = Case{Index: p.Index, Prompt: p.Prompt, Target: p.Target, Reference: ex.Completion,
+		// A long target (long_targets: random_block) is scored on its first canvas, the
+		// block generation produces first.
+		target := p.Target[:min(len(p.Target), s.Config.MaxCanvas)]
+		out[i] = Case{Index: p.Index, Prompt: p.Prompt, Target: target, Reference: ex.Completion,
 			RefTokens: min(len(s.Tokenizer.Encode(ex.Completion)), s.Config.MaxCanvas)}
 		if len(p.Images) > 0 {
 			// Preprocess once: every noise level and both models reuse the pixels.
@@ -121,21 +128,33 @@ func (ev *Evaluator) Run(label string, generate bool) (*Metrics, error) {
 	for i, c := range ev.Cases {
 		res.PerExample[i] = ExampleScore{Index: c.Index, Loss: map[string]float64{}, Accuracy: map[string]float64{}}
 	}
+	twoPass := ev.Config.Eval.TwoPass
+	if twoPass {
+		res.TwoPassLoss, res.TwoPassAccuracy = map[string]float64{}, map[string]float64{}
+	}
 	bar := ev.progress(label, len(ev.Config.Eval.NoiseLevels)*len(ev.Cases))
 	for li, t := range ev.Config.Eval.NoiseLevels {
-		var lossSum, count, correct float64
+		var lossSum, count, correct, lossSum2, correct2 float64
 		for i, c := range ev.Cases {
 			key := mx.Key(e, train.DeriveSeed(ev.Config.Seed, seedNoise, uint64(li), uint64(c.Index), uint64(i)))
 			corr := objective.CorruptAt(key, c.Target, t, vocab)
 			if ev.OnCorruption != nil {
 				ev.OnCorruption(label, t, c, corr)
 			}
-			ls, n, ok, err := scoreCorruption(m, c, corr)
+			ls, n, ok, err := scoreCorruption(m, c, corr, false)
 			if err != nil {
 				return nil, fmt.Errorf("%s: example %d: %w", label, c.Index, err)
 			}
 			res.PerExample[i].Loss[levelKey(t)] = ls / math.Max(n, 1)
 			res.PerExample[i].Accuracy[levelKey(t)] = ok / math.Max(n, 1)
+			if twoPass {
+				ls2, _, ok2, err := scoreCorruption(m, c, corr, true)
+				if err != nil {
+					return nil, fmt.Errorf("%s: example %d: %w", label, c.Index, err)
+				}
+				lossSum2 += ls2
+				correct2 += ok2
+			}
 			bar.Add(1)
 			lossSum += ls
 			count += n
@@ -144,6 +163,11 @@ func (ev *Evaluator) Run(label string, generate bool) (*Metrics, error) {
 		res.Loss[levelKey(t)] = lossSum / math.Max(count, 1)
 		res.Accuracy[levelKey(t)] = correct / math.Max(count, 1)
 		fmt.Fprintf(log, "%s: t=%g loss %.4f accuracy %.3f\n", label, t, res.Loss[levelKey(t)], res.Accuracy[levelKey(t)])
+		if twoPass {
+			res.TwoPassLoss[levelKey(t)] = lossSum2 / math.Max(count, 1)
+			res.TwoPassAccuracy[levelKey(t)] = correct2 / math.Max(count, 1)
+			fmt.Fprintf(log, "%s: t=%g two-pass loss %.4f accuracy %.3f\n", label, t, res.TwoPassLoss[levelKey(t)], res.TwoPassAccuracy[levelKey(t)])
+		}
 	}
 	bar.Finish()
 	if !generate {
@@ -182,16 +206,21 @@ func (ev *Evaluator) Run(label string, generate bool) (*Metrics, error) {
 }
 
 // scoreCorruption returns Σ CE over corrupted positions, their count and the number
-// whose argmax is the target.
-func scoreCorruption(m *dg.Model, c Case, corr objective.Corruption) (float64, float64, float64, error) {
+// whose argmax is the target, on the single decoder pass or (twoPass) on the second pass
+// of the two-pass step.
+func scoreCorruption(m *dg.Model, c Case, corr objective.Corruption, twoPass bool) (float64, float64, float64, error) {
 	var lossSum, count, correct float64
 	var err error
 	mx.Tidy(m.Engine, func() []*mx.Array {
 		e := m.Engine
 		prompt, canvas := mx.FromInt32(e, c.Prompt, 1, len(c.Prompt)), mx.FromInt32(e, corr.Canvas, 1, len(corr.Canvas))
-		var logits *mx.Array
-		if logits, err = m.ForwardWithImages(prompt, canvas, c.Images); err != nil {
+		cache := m.NewCache()
+		if err = m.EncodeWithImages(prompt, c.Images, cache); err != nil {
 			return nil
+		}
+		logits := m.Decode(canvas, cache, nil)
+		if twoPass {
+			logits = objective.SelfConditioned(m, canvas, cache)
 		}
 		ce := objective.CrossEntropy(logits, c.Target).Float32s()
 		pred := mx.Argmax(logits, -1, false).Int32s()
@@ -233,6 +262,7 @@ func (ev *Evaluator) GenerateOptions(c Case, i int) dg.GenerateOptions {
 	}
 	opt.Sampler = cfg.Eval.Sampler
 	opt.Temperature = cfg.Eval.Temperature
+	opt.NoSelfConditioning = !cfg.Eval.SelfCond
 	opt.Seed = train.DeriveSeed(cfg.Seed, seedSampler, uint64(c.Index), uint64(i))
 	for _, name := range []string{"<eos>", "<turn|>"} {
 		if id, ok := ev.Session.Tokenizer.TokenID(name); ok {

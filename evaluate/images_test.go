@@ -89,13 +89,13 @@ func TestEvalImageRows(t *testing.T) {
 	// Same text, target and corruption, different picture: the loss must change, so the
 	// pixels reach the encoder.
 	corr := objective.CorruptAt(mx.Key(e, 3), cases[0].Target, 0.5, cfg.TextConfig.VocabSize)
-	red, _, _, err := scoreCorruption(s.Model, cases[0], corr)
+	red, _, _, err := scoreCorruption(s.Model, cases[0], corr, false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	swapped := cases[0]
 	swapped.Images = cases[1].Images
-	blue, _, _, err := scoreCorruption(s.Model, swapped, corr)
+	blue, _, _, err := scoreCorruption(s.Model, swapped, corr, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -58,6 +58,14 @@ func rows(m *Metrics) []Row {
 	for _, k := range levels {
 		out = append(out, Row{Metric: "accuracy @ t=" + k, Base: m.Accuracy[k]})
 	}
+	if len(m.TwoPassLoss) > 0 {
+		for _, k := range levels {
+			out = append(out, Row{Metric: "two-pass loss @ t=" + k, Base: m.TwoPassLoss[k]})
+		}
+		for _, k := range levels {
+			out = append(out, Row{Metric: "two-pass accuracy @ t=" + k, Base: m.TwoPassAccuracy[k]})
+		}
+	}
 	add := func(name string, v *float64) {
 		if v != nil {
 			out = append(out, Row{Metric: name, Base: *v})

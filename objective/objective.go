@@ -2,6 +2,7 @@ package objective
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/dgtune/dgtune/imageproc"
 	dg "github.com/dgtune/dgtune/model/diffusiongemma"
@@ -31,6 +32,17 @@ type Objective struct {
 	TMin, TMax float64
 	Positions  Positions
 	Weighting  Weighting
+	// SelfCond is the probability per example of the two-pass self-conditioned step
+	// (NeMo AutoModel): a first decoder pass under stop-gradient, whose soft embedding
+	// conditions the second, trained pass. 0 is the reference (every example single-pass).
+	SelfCond float64
+	// EncoderWeight weighs the encoder's causal next-token cross-entropy over the clean
+	// prompt + target, added to the denoising loss (0: none, the reference).
+	EncoderWeight float64
+	// BlockLen > 0 cuts a target longer than BlockLen into canvas-sized blocks and trains
+	// one of them, chosen per example, with the prompt and the earlier blocks (clean) in
+	// the encoder's context (NeMo's random_block). 0: the whole target is the canvas.
+	BlockLen int
 }
 
 // Reference returns optiq's objective for a noise range.
@@ -53,6 +65,15 @@ func (o Objective) Validate() error {
 	default:
 		return fmt.Errorf("objective: weighting %q: want none or inv_t", o.Weighting)
 	}
+	if !(o.SelfCond >= 0 && o.SelfCond <= 1) {
+		return fmt.Errorf("objective: self_conditioning %g: want a probability in [0, 1]", o.SelfCond)
+	}
+	if !(o.EncoderWeight >= 0) || math.IsInf(o.EncoderWeight, 1) {
+		return fmt.Errorf("objective: encoder_loss_weight %g: want a finite weight ≥ 0", o.EncoderWeight)
+	}
+	if o.BlockLen < 0 {
+		return fmt.Errorf("objective: block length %d: want ≥ 0 (0 = the whole target)", o.BlockLen)
+	}
 	return nil
 }
 
@@ -69,6 +90,11 @@ type Corruption struct {
 	T       float64
 	Corrupt []bool  // position i was replaced
 	Canvas  []int32 // what the decoder sees
+	// Block is the index of the target's canvas-sized block the canvas covers (always 0
+	// unless the objective has a BlockLen and the target is longer).
+	Block int
+	// SelfCond marks an example that takes the two-pass self-conditioned step.
+	SelfCond bool
 }
 
 // Draw samples a corruption with t ~ U(TMin, TMax) from key: t, the per-position
@@ -113,22 +139,39 @@ func (o Objective) weights(c Corruption) []float32 {
 }
 
 // Terms are one example's loss ingredients: Sum = Σ wᵢ·ceᵢ (an array, differentiable)
-// and Count = Σ wᵢ.
+// and Count = Σ wᵢ over the canvas; EncSum and EncCount the same for the encoder's
+// next-token cross-entropy (nil and 0 unless the objective has an EncoderWeight).
 type Terms struct {
 	Sum   *mx.Array
 	Count float64
 	Scale float64 // per-example weight (1, or 1/t)
+
+	EncSum    *mx.Array
+	EncCount  float64
+	EncWeight float64
 }
 
 // ExampleTerms runs the model on one example's prompt and corrupted canvas and returns
-// its weighted cross-entropy sum. The logits are those of Model.Forward: fresh caches,
-// no self-conditioning.
+// its weighted cross-entropy sum. The encoder reads the prompt and, for a later block of
+// a long target, the blocks before it (clean, positions continuing as in generation);
+// the decoder pass is Model.Decode without self-conditioning, or the second of the
+// two-pass step when c.SelfCond is set (SelfConditioned).
 func (o Objective) ExampleTerms(m *dg.Model, ex Example, c Corruption) Terms {
 	e := m.Engine
-	prompt := mx.FromInt32(e, ex.Prompt, 1, len(ex.Prompt))
+	start := c.Block * o.BlockLen
+	if c.Block < 0 || start+len(c.Canvas) > len(ex.Target) || (c.Block > 0 && o.BlockLen == 0) {
+		panic(fmt.Sprintf("objective: corruption of block %d (%d positions) does not fit a target of %d with block length %d", c.Block, len(c.Canvas), len(ex.Target), o.BlockLen))
+	}
+	target := ex.Target[start : start+len(c.Canvas)]
+	cache, enc := o.encode(m, ex, start)
 	canvas := mx.FromInt32(e, c.Canvas, 1, len(c.Canvas))
-	logits := forward(m, prompt, canvas, ex.Images) // [1, L, V] float32
-	ce := CrossEntropy(logits, ex.Target)
+	var logits *mx.Array // [1, L, V] float32
+	if c.SelfCond {
+		logits = SelfConditioned(m, canvas, cache)
+	} else {
+		logits = m.Decode(canvas, cache, nil)
+	}
+	ce := CrossEntropy(logits, target)
 	w := o.weights(c)
 	count := 0.0
 	for _, v := range w {
@@ -139,7 +182,8 @@ func (o Objective) ExampleTerms(m *dg.Model, ex Example, c Corruption) Terms {
 		scale = 1 / c.T
 	}
 	sum := mx.Sum(mx.Multiply(ce, mx.FromFloat32(e, w, 1, len(w))), false)
-	return Terms{Sum: sum, Count: count, Scale: scale}
+	enc.Sum, enc.Count, enc.Scale = sum, count, scale
+	return enc
 }
 
 // CrossEntropy returns ceᵢ = logsumexp(logitsᵢ) − logitsᵢ[targetᵢ] for logits [1, L, V].
@@ -153,36 +197,48 @@ func CrossEntropy(logits *mx.Array, target []int32) *mx.Array {
 // BatchLoss combines examples' terms into the batch loss:
 // Σ_b scale_b·Sum_b / max(Σ_b Count_b, 1) — token-weighted over the batch, which for
 // one example is the reference Σ corruptᵢ·ceᵢ / max(Σ corruptᵢ, 1).
+//
+// With encoder terms (EncoderWeight > 0) the encoder's causal-LM loss is added the same
+// way, token-weighted over the batch: Σ_b W·EncSum_b / max(Σ_b EncCount_b, 1), as NeMo
+// AutoModel normalises it. count is always the denoising count.
 func BatchLoss(terms []Terms) (loss *mx.Array, count float64) {
-	var total *mx.Array
+	var total, encTotal *mx.Array
+	var encCount float64
 	for _, t := range terms {
-		s := t.Sum
-		if t.Scale != 1 {
-			s = mx.MulScalar(s, t.Scale)
-		}
-		if total == nil {
-			total = s
-		} else {
-			total = mx.Add(total, s)
-		}
+		total = addScaled(total, t.Sum, t.Scale)
 		count += t.Count
+		if t.EncSum != nil && t.EncWeight != 0 {
+			encTotal = addScaled(encTotal, t.EncSum, t.EncWeight)
+			encCount += t.EncCount
+		}
 	}
-	return mx.DivScalar(total, max(count, 1)), count
+	loss = mx.DivScalar(total, max(count, 1))
+	if encTotal != nil {
+		loss = mx.Add(loss, mx.DivScalar(encTotal, max(encCount, 1)))
+	}
+	return loss, count
 }
 
-// forward is Model.Forward, or ForwardWithImages for an image prompt. The images were
-// decoded when the data was read and the prompt's blocks were sized from them, so a
-// failure here is a bug, not bad input.
-func forward(m *dg.Model, prompt, canvas *mx.Array, srcs []*imageproc.Source) *mx.Array {
+// addScaled returns total + scale·s (s·scale alone when total is nil).
+func addScaled(total, s *mx.Array, scale float64) *mx.Array {
+	if scale != 1 {
+		s = mx.MulScalar(s, scale)
+	}
+	if total == nil {
+		return s
+	}
+	return mx.Add(total, s)
+}
+
+// images decodes an example's images. They were decoded when the data was read and the
+// prompt's blocks were sized from them, so a failure here is a bug, not bad input.
+func images(m *dg.Model, srcs []*imageproc.Source) []*imageproc.Image {
 	if len(srcs) == 0 {
-		return m.Forward(prompt, canvas)
+		return nil
 	}
-	images, err := m.Images(srcs)
-	if err == nil {
-		var logits *mx.Array
-		if logits, err = m.ForwardWithImages(prompt, canvas, images); err == nil {
-			return logits
-		}
+	imgs, err := m.Images(srcs)
+	if err != nil {
+		panic(fmt.Sprintf("objective: image prompt: %v", err))
 	}
-	panic(fmt.Sprintf("objective: image prompt: %v", err))
+	return imgs
 }

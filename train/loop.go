@@ -366,7 +366,8 @@ func (r *run) stepArrays(step int) (float64, int64, error) {
 		for b, p := range batch {
 			examples[b] = objective.Example{Prompt: p.Prompt, Target: p.Target, Images: p.Images}
 			key := mx.Key(r.s.Engine, DeriveSeed(r.cfg.Seed, seedTrainNoise, uint64(step), uint64(micro), uint64(b)))
-			corr[b] = r.s.Objective.Draw(key, p.Target, r.s.Model.Config.TextConfig.VocabSize)
+			choice := mx.Key(r.s.Engine, DeriveSeed(r.cfg.Seed, seedTrainChoice, uint64(step), uint64(micro), uint64(b)))
+			corr[b] = r.s.Objective.DrawExample(key, choice, p.Target, r.s.Model.Config.TextConfig.VocabSize)
 			tokens += int64(len(p.Prompt) + len(p.Target))
 		}
 		args := make([]*mx.Array, len(names))
@@ -470,17 +471,21 @@ func (r *run) validate(step int) (bool, error) {
 	return r.cfg.EarlyStoppingPatience > 0 && r.state.EvalsSinceBest >= r.cfg.EarlyStoppingPatience, nil
 }
 
-// ValidationLoss is the token-weighted denoising loss over pairs, each corrupted by a
-// key derived from its index only, so the number is comparable across steps and runs.
+// ValidationLoss is the token-weighted denoising loss over pairs, each corrupted (and,
+// for a long target, its block chosen) by keys derived from its index only, so the
+// number is comparable across steps and runs. It is single-pass: no self-conditioning
+// and no encoder loss, whatever the training objective adds.
 func ValidationLoss(s *Session, pairs []data.Pair, seed uint64) float64 {
 	var sum, count float64
 	vocab := s.Model.Config.TextConfig.VocabSize
+	obj := s.Objective.SinglePass()
 	for i, p := range pairs {
 		key := mx.Key(s.Engine, DeriveSeed(seed, seedValNoise, uint64(p.Index), uint64(i)))
-		c := s.Objective.Draw(key, p.Target, vocab)
+		choice := mx.Key(s.Engine, DeriveSeed(seed, seedValChoice, uint64(p.Index), uint64(i)))
+		c := obj.DrawExample(key, choice, p.Target, vocab)
 		var t objective.Terms
 		mx.Tidy(s.Engine, func() []*mx.Array {
-			t = s.Objective.ExampleTerms(s.Model, objective.Example{Prompt: p.Prompt, Target: p.Target, Images: p.Images}, c)
+			t = obj.ExampleTerms(s.Model, objective.Example{Prompt: p.Prompt, Target: p.Target, Images: p.Images}, c)
 			sum += t.Sum.Item() * t.Scale
 			return nil
 		})

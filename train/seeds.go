@@ -17,6 +17,8 @@ const (
 	seedTrainNoise
 	seedValNoise
 	seedDropout
+	seedTrainChoice // the objective's per-example choices: block of a long target, self-conditioning coin
+	seedValChoice
 )
 
 // DeriveSeed mixes parts into one 64-bit seed with SplitMix64's finaliser, so that

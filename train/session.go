@@ -100,15 +100,22 @@ func ObjectiveFor(c config.Config, mc *dg.Config) (objective.Objective, error) {
 	if c.TMax >= 0 {
 		tMax = c.TMax
 	}
-	o := objective.Objective{TMin: tMin, TMax: tMax, Positions: objective.Positions(c.LossPositions), Weighting: objective.Weighting(c.Weighting)}
+	o := objective.Objective{TMin: tMin, TMax: tMax, Positions: objective.Positions(c.LossPositions), Weighting: objective.Weighting(c.Weighting),
+		SelfCond: c.SelfConditioning, EncoderWeight: c.EncoderLossWeight}
+	if c.LongTargets == config.LongRandomBlock {
+		o.BlockLen = c.MaxCanvas
+	}
 	return o, o.Validate()
 }
 
 // NewEncoder returns the function that turns an example into (prompt, target) ids:
 // the chat template with the generation prompt for the prompt, the bare completion
 // (truncated to max_canvas) for the target, optionally followed by <turn|> and EOS
-// filling the canvas (eos_fill). Each <|image|> of the prompt is expanded into the image
-// block of the example's matching image; max_prompt may not cut into an image.
+// filling the canvas (eos_fill). With long_targets random_block the completion is kept
+// whole (the objective trains one max_canvas block of it at a time) and eos_fill always
+// appends <turn|>, then fills with EOS to a whole number of canvases, as NeMo AutoModel
+// fills the response's last canvas. Each <|image|> of the prompt is expanded into the
+// image block of the example's matching image; max_prompt may not cut into an image.
 func NewEncoder(c config.Config, tok *tokenizer.Tokenizer, mc *dg.Config) (data.Encoder, error) {
 	var turnEnd, eos int32 = -1, -1
 	if c.EOSFill {
@@ -143,6 +150,15 @@ func NewEncoder(c config.Config, tok *tokenizer.Tokenizer, mc *dg.Config) (data.
 			prompt = prompt[cut:]
 		}
 		target := tok.Encode(ex.Completion)
+		if c.LongTargets == config.LongRandomBlock {
+			if c.EOSFill {
+				target = append(target, turnEnd)
+				for len(target)%c.MaxCanvas != 0 {
+					target = append(target, eos)
+				}
+			}
+			return prompt, target, nil
+		}
 		if len(target) > c.MaxCanvas {
 			target = target[:c.MaxCanvas]
 		}

@@ -18,14 +18,21 @@ import (
 
 func forwardCommand() *cobra.Command {
 	var modelDir, promptS, canvasS, adapterDir, backend, image, targetS, corruptS, positions, out string
+	var selfCond bool
+	var encoderWeight float64
 	cmd := &cobra.Command{
-		Use:   "forward --model DIR --prompt 2,105,... --canvas 5,9,... [--adapter DIR] [--image FILE] [--target ... --corrupt ...] --out FILE.safetensors",
+		Use:   "forward --model DIR --prompt 2,105,... --canvas 5,9,... [--adapter DIR] [--image FILE] [--self-cond] [--target ... --corrupt ... [--encoder-loss-weight W]] --out FILE.safetensors",
 		Short: "Dump the logits (and loss and adapter gradients) of one forward pass",
 		Long: "Run encoder(prompt) → decoder(canvas) with fresh caches and no self-conditioning and write\n" +
 			"`logits` (f32 [1, L, V], softcapped). With --target and --corrupt also write `loss` (f32 [1]) and,\n" +
 			"for every tensor K of the adapter, `grad.K` = d loss / d K. Needs only config.json and the weights.\n" +
 			"With --image the prompt holds the config's image_token_id once; it is expanded to boi + one image\n" +
-			"token per soft token + eoi, as the chat path does, and the image enters the encoder.",
+			"token per soft token + eoi, as the chat path does, and the image enters the encoder.\n" +
+			"With --self-cond the decoder runs twice: a first pass without self-conditioning, then a second\n" +
+			"conditioned on softmax(first logits)·E·√H (temperature 1); `logits` is the second pass's, and the\n" +
+			"loss and gradients are the second pass's with the first pass held constant. With\n" +
+			"--encoder-loss-weight W the loss adds W × the encoder's next-token cross-entropy over the clean\n" +
+			"prompt + target (through the final norm and the tied head), also written as `encoder_loss`.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if modelDir == "" || out == "" {
@@ -78,15 +85,23 @@ func forwardCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if encoderWeight != 0 && targetS == "" {
+				return fmt.Errorf("--encoder-loss-weight needs --target and --corrupt (the encoder reads prompt + target)")
+			}
 			pa := mx.FromInt32(e, prompt, 1, len(prompt))
 			ca := mx.FromInt32(e, canvas, 1, len(canvas))
-			logits, err := m.ForwardWithImages(pa, ca, images)
-			if err != nil {
+			cache := m.NewCache()
+			if err := m.EncodeWithImages(pa, images, cache); err != nil {
 				return err
+			}
+			logits := m.Decode(ca, cache, nil)
+			if selfCond {
+				logits = objective.SelfConditioned(m, ca, cache)
 			}
 			result := map[string]*mx.Array{"logits": logits}
 			if targetS != "" || corruptS != "" {
-				if err := addLoss(result, m, adapter, prompt, srcs, canvas, targetS, corruptS, positions); err != nil {
+				lo := lossOptions{positions: positions, selfCond: selfCond, encoderWeight: encoderWeight}
+				if err := addLoss(result, m, adapter, prompt, srcs, canvas, targetS, corruptS, lo); err != nil {
 					return err
 				}
 			}
@@ -107,13 +122,22 @@ func forwardCommand() *cobra.Command {
 	f.StringVar(&targetS, "target", "", "comma-separated target ids (one per canvas position)")
 	f.StringVar(&corruptS, "corrupt", "", "comma-separated 0/1 flags: which canvas positions are corrupted")
 	f.StringVar(&positions, "loss-positions", "corrupted", "score corrupted positions or all")
+	f.BoolVar(&selfCond, "self-cond", false, "two decoder passes, the second conditioned on the first's logits (whose gradient is stopped)")
+	f.Float64Var(&encoderWeight, "encoder-loss-weight", 0, "add W × the encoder's next-token loss over prompt + target (needs --target)")
 	f.StringVar(&out, "out", "", "output safetensors file")
 	return cmd
 }
 
+// lossOptions are the objective flags of probe forward.
+type lossOptions struct {
+	positions     string
+	selfCond      bool
+	encoderWeight float64
+}
+
 // addLoss computes the denoising loss of the given corruption and its gradient with
 // respect to every adapter tensor.
-func addLoss(result map[string]*mx.Array, m *dg.Model, adapter *lora.Adapter, prompt []int32, images []*imageproc.Source, canvas []int32, targetS, corruptS, positions string) error {
+func addLoss(result map[string]*mx.Array, m *dg.Model, adapter *lora.Adapter, prompt []int32, images []*imageproc.Source, canvas []int32, targetS, corruptS string, lo lossOptions) error {
 	target, err := parseIDs("--target", targetS)
 	if err != nil {
 		return err
@@ -125,7 +149,7 @@ func addLoss(result map[string]*mx.Array, m *dg.Model, adapter *lora.Adapter, pr
 	if len(target) != len(canvas) || len(flags) != len(canvas) {
 		return fmt.Errorf("--target (%d ids) and --corrupt (%d flags) must match the canvas (%d ids)", len(target), len(flags), len(canvas))
 	}
-	c := objective.Corruption{Corrupt: make([]bool, len(flags)), Canvas: canvas}
+	c := objective.Corruption{Corrupt: make([]bool, len(flags)), Canvas: canvas, SelfCond: lo.selfCond}
 	for i, f := range flags {
 		if f != 0 && f != 1 {
 			return fmt.Errorf("--corrupt: flag %d at position %d: want 0 or 1", f, i)
@@ -133,11 +157,16 @@ func addLoss(result map[string]*mx.Array, m *dg.Model, adapter *lora.Adapter, pr
 		c.Corrupt[i] = f == 1
 	}
 	obj := objective.Reference(0, 1)
-	obj.Positions = objective.Positions(positions)
+	obj.Positions = objective.Positions(lo.positions)
+	obj.EncoderWeight = lo.encoderWeight
 	if err := obj.Validate(); err != nil {
 		return err
 	}
 	ex := objective.Example{Prompt: prompt, Target: target, Images: images}
+	if lo.encoderWeight != 0 {
+		t := obj.ExampleTerms(m, ex, c)
+		result["encoder_loss"] = mx.Reshape(mx.DivScalar(t.EncSum, max(t.EncCount, 1)), 1)
+	}
 	lossOf := func() *mx.Array {
 		loss, _ := objective.BatchLoss([]objective.Terms{obj.ExampleTerms(m, ex, c)})
 		return mx.Reshape(loss, 1)

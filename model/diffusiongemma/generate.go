@@ -51,6 +51,9 @@ type GenerateOptions struct {
 	FullCanvas bool // every block uses the model's canvas_length
 	// StopRule enables the stable-and-confident early stop of §4.6; nil turns it off.
 	StopRule *StopRule
+	// NoSelfConditioning runs every decoder pass without the previous pass's soft
+	// embedding, as a first pass (for ablations; the references always condition).
+	NoSelfConditioning bool
 	// EOS ends generation at the first occurrence; the token is not emitted.
 	EOS  []int
 	Seed uint64
@@ -376,7 +379,9 @@ func (g *generator) denoise(cache *Cache, block, l int) ([]int32, int) {
 			return result, pass
 		}
 		// §4.3 step 9: the next pass is conditioned on this pass's processed distribution.
-		out.next.sc = mx.Tidy(g.e, func() []*mx.Array { return []*mx.Array{g.m.SoftEmbedding(out.processed)} })[0]
+		if !o.NoSelfConditioning {
+			out.next.sc = mx.Tidy(g.e, func() []*mx.Array { return []*mx.Array{g.m.SoftEmbedding(out.processed)} })[0]
+		}
 		release(st.arrays(), out.next.arrays()...)
 		release([]*mx.Array{out.processed, out.argmax}, out.next.arrays()...)
 		st = out.next

@@ -78,10 +78,11 @@ func (m *Model) Encode(ids *mx.Array, c *Cache) {
 	m.encode(m.embedTokens(ids), c, nil)
 }
 
-// encode runs the encoder layers over the embedded rows h [B, S, H]. blocks, when not nil,
-// gives each of the S positions its image block (−1 for text) for the bidirectional
-// image overlay (see EncodeWithImages).
-func (m *Model) encode(h *mx.Array, c *Cache, blocks []int) {
+// encode runs the encoder layers over the embedded rows h [B, S, H] and returns the last
+// layer's output (before the final norm). blocks, when not nil, gives each of the S
+// positions its image block (−1 for text) for the bidirectional image overlay (see
+// EncodeWithImages).
+func (m *Model) encode(h *mx.Array, c *Cache, blocks []int) *mx.Array {
 	s := h.Dim(1)
 	offset := c.Offset
 	window := m.Config.TextConfig.SlidingWindow
@@ -116,6 +117,7 @@ func (m *Model) encode(h *mx.Array, c *Cache, blocks []int) {
 		h, lc.K, lc.V, lc.Start = outs[0], outs[1], outs[2], start
 	}
 	c.Offset += s
+	return h
 }
 
 // encoderMask allows key position kp for query position p iff kp ≤ p and, on sliding

@@ -130,35 +130,43 @@ func (m *Model) embedPrompt(ids []int32, feats *mx.Array) *mx.Array {
 // attends bidirectionally (§3.5.3). Images are only valid in the first prefill of a cache,
 // and only for batch 1. Without images it is Encode.
 func (m *Model) EncodeWithImages(ids *mx.Array, images []*imageproc.Image, c *Cache) error {
+	_, err := m.encodeWithImages(ids, images, c)
+	return err
+}
+
+// encodeWithImages is EncodeWithImages returning the encoder's last hidden states before
+// the final norm (nil for an empty chunk).
+func (m *Model) encodeWithImages(ids *mx.Array, images []*imageproc.Image, c *Cache) (*mx.Array, error) {
 	if len(images) == 0 {
 		if err := m.checkNoImages(ids, c); err != nil {
-			return err
+			return nil, err
 		}
-		m.Encode(ids, c)
-		return nil
+		if ids.Dim(1) == 0 {
+			return nil, nil
+		}
+		return m.encode(m.embedTokens(ids), c, nil), nil
 	}
 	if ids.Ndim() != 2 || ids.Dim(0) != 1 {
-		return fmt.Errorf("diffusiongemma: image prompts need ids of shape [1, S], got %v", ids.Shape())
+		return nil, fmt.Errorf("diffusiongemma: image prompts need ids of shape [1, S], got %v", ids.Shape())
 	}
 	if c.Offset != 0 {
-		return fmt.Errorf("diffusiongemma: images are only allowed in the first prefill (the cache already holds %d tokens)", c.Offset)
+		return nil, fmt.Errorf("diffusiongemma: images are only allowed in the first prefill (the cache already holds %d tokens)", c.Offset)
 	}
 	host := ids.Int32s()
 	blocks, err := m.checkImagePrompt(host, images)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	feats := make([]*mx.Array, len(images))
 	for i, img := range images {
 		if feats[i], err = m.Vision.Features(img); err != nil {
-			return fmt.Errorf("image %d: %w", i, err)
+			return nil, fmt.Errorf("image %d: %w", i, err)
 		}
 	}
 	if m.Config.TextConfig.UseBidirectionalAttention != "vision" {
 		blocks = nil // a purely causal encoder has no image overlay
 	}
-	m.encode(m.embedPrompt(host, mx.Concatenate(feats, 0)), c, blocks)
-	return nil
+	return m.encode(m.embedPrompt(host, mx.Concatenate(feats, 0)), c, blocks), nil
 }
 
 // ForwardWithImages is Forward for an image prompt: fresh caches, EncodeWithImages over
