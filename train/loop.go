@@ -226,6 +226,13 @@ func (r *run) resume() error {
 		return fmt.Errorf("resume: %w", err)
 	}
 	r.state = st
+	note, err := checkStateCopy(r.cfg.AdapterPath, st)
+	if err != nil {
+		return fmt.Errorf("resume: %w", err)
+	}
+	if note != "" {
+		fmt.Fprintf(r.log, "resume: %s\n", note)
+	}
 	fmt.Fprintf(r.log, "resume: continuing from step %d in %s\n", st.Step, r.cfg.AdapterPath)
 	return nil
 }
