@@ -423,16 +423,16 @@ func (c *actCounter) layerPass(g passGeom, i, s, n int, encoder, kvOnly bool) {
 	c.f32(actExperts, false, s*h)
 	c.f32(actExperts, false, s*k*h)
 	if g.denseExperts {
-		c.f32(actExperts, true, s*k*2*im*h) // the gathered gate_up matrices
-		c.f32(actExperts, false, s*k*2*im*h)
+		// Take(W, idx) gathers each row's gate_up matrix, untraced (W is a constant) and
+		// garbage once transposed; the transposed copy is the matmul's input and stays.
+		c.f32(actExperts, true, s*k*2*im*h)
 	}
 	c.f32(actExperts, false, s*k*2*im)
 	c.f32(actExperts, true, 2*s*k*im) // gate and up slices
 	c.gelu(actExperts, s*k*im, true)
 	c.f32(actExperts, false, s*k*im)
 	if g.denseExperts {
-		c.f32(actExperts, true, s*k*h*im) // the gathered down matrices
-		c.f32(actExperts, false, s*k*h*im)
+		c.f32(actExperts, true, s*k*h*im) // the gathered down matrices, transposed (as above)
 	}
 	c.f32(actExperts, true, s*k*h)  // expert outputs
 	c.f32(actExperts, false, s*k*h) // ·weights
