@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -187,6 +189,22 @@ func TestBenchJSON(t *testing.T) {
 	for _, k := range []string{"tokens_per_sec", "ms_per_step", "peak_rss_bytes", "trainable_params", "backend"} {
 		if _, ok := r[k]; !ok {
 			t.Errorf("bench JSON lacks %q", k)
+		}
+	}
+	// The timing fields are measured, so only their consistency is exact: tokens/s is
+	// (N+L)·steps over the timed seconds and ms/step is those seconds over steps, so
+	// tokens/s · ms/step = 1000·(N+L) = 16000.
+	tps, _ := r["tokens_per_sec"].(float64)
+	ms, _ := r["ms_per_step"].(float64)
+	if !(tps > 0) || !(ms > 0) || math.Abs(tps*ms-16000) > 1e-6*16000 {
+		t.Errorf("tokens_per_sec %v, ms_per_step %v: want both positive with product 1000·(8+8) = 16000", r["tokens_per_sec"], r["ms_per_step"])
+	}
+	if rss, _ := r["peak_rss_bytes"].(float64); runtime.GOOS == "linux" && rss < 1<<20 {
+		t.Errorf("peak_rss_bytes %v: a Go process that loaded a model holds more than 1 MiB", r["peak_rss_bytes"])
+	}
+	for k, want := range map[string]float64{"prompt_len": 8, "canvas_len": 8, "steps": 2, "rank": 4} {
+		if r[k] != want {
+			t.Errorf("%s = %v, want %v", k, r[k], want)
 		}
 	}
 	// Rank 4 on the tiny model, Σ 4·(in+out): the sliding layer's q 64+64, k 64+32, v 64+32,
