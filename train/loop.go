@@ -468,7 +468,7 @@ func (r *run) validate(step int) (bool, error) {
 		r.state.BestValLoss = &best
 		r.state.EvalsSinceBest = 0
 		// Step 0 counts too: if training never beats the initial adapter, that is the best.
-		if err := r.saveWeights(filepath.Join(r.cfg.AdapterPath, BestAdapterFile)); err != nil {
+		if err := r.saveWeights(BestAdapterFile); err != nil {
 			return false, err
 		}
 		return false, nil
@@ -498,17 +498,16 @@ func ValidationLoss(s *Session, pairs []data.Pair, seed uint64) float64 {
 
 // save writes the latest weights, a numbered copy when asked, and the training state.
 func (r *run) save(step int, numbered bool) error {
-	dir := r.cfg.AdapterPath
-	if err := r.saveWeights(filepath.Join(dir, r.weightsFile())); err != nil {
+	if err := r.saveWeights(r.weightsFile()); err != nil {
 		return err
 	}
 	if numbered {
-		if err := r.saveWeights(filepath.Join(dir, fmt.Sprintf("%07d_%s", step, r.weightsFile()))); err != nil {
+		if err := r.saveWeights(fmt.Sprintf("%07d_%s", step, r.weightsFile())); err != nil {
 			return err
 		}
 	}
 	r.state.OptimizerStep = r.opt.Step()
-	return saveState(dir, r.state, r.params.Params(), r.opt.State())
+	return saveState(r.cfg.AdapterPath, r.state, r.params.Params(), r.opt.State())
 }
 
 func (r *run) weightsFile() string {
@@ -518,16 +517,23 @@ func (r *run) weightsFile() string {
 	return AdapterFile
 }
 
-// saveWeights writes the trained arrays. A full fine-tune writes a complete checkpoint
-// (config, generation config and tokenizer copied), loadable as a base model.
-func (r *run) saveWeights(path string) error {
-	params := r.params.Params()
-	if r.cfg.FineTuneType == "full" {
-		if err := copyCheckpointFiles(r.cfg.Model, filepath.Dir(path)); err != nil {
-			return err
+// saveWeights writes the trained arrays to name under adapter_path. An adapter goes
+// through package lora's writer (the file every loader reads); a full fine-tune writes a
+// complete checkpoint (config, generation config and tokenizer copied), loadable as a
+// base model.
+func (r *run) saveWeights(name string) error {
+	dir := r.cfg.AdapterPath
+	if a, ok := r.params.(*lora.Adapter); ok {
+		if name == lora.AdaptersFile {
+			return lora.Save(dir, a, nil)
 		}
+		return lora.SaveTensors(filepath.Join(dir, name), a, nil)
 	}
-	if err := mx.SaveSafetensors(path, params, map[string]string{"format": "mlx"}); err != nil {
+	if err := copyCheckpointFiles(r.cfg.Model, dir); err != nil {
+		return err
+	}
+	path := filepath.Join(dir, name)
+	if err := mx.SaveSafetensors(path, r.params.Params(), map[string]string{"format": "mlx"}); err != nil {
 		return fmt.Errorf("save %s: %w", path, err)
 	}
 	return nil
