@@ -103,24 +103,12 @@ type MemoryItem struct {
 	Bytes       int64
 }
 
-// Errors of EstimateMemory's arguments.
+// Errors of Estimate's arguments.
 var (
 	ErrEstimateConfig  = errors.New("diffusiongemma: estimate: no config")
 	ErrEstimateLengths = errors.New("diffusiongemma: estimate: bad token counts")
 	ErrEstimateRank    = errors.New("diffusiongemma: estimate: bad LoRA rank")
 )
-
-// EstimateMemory predicts the peak memory of one LoRA training step of cfg on the go
-// engine (float32 compute, RetainGraph, GOGC 100) with the given base quantization (nil:
-// cfg's), LoRA rank and keys (nil: the default seven, on all layers), N prompt and L canvas
-// tokens.
-func EstimateMemory(cfg *Config, q *Quantization, rank int, keys []string, promptLen, canvasLen int) (MemoryEstimate, error) {
-	return EstimateOptions{
-		Quantization: q, Rank: rank, Keys: keys, NumLayers: -1,
-		PromptLen: promptLen, CanvasLen: canvasLen,
-		DType: mx.Float32, Retention: RetainGraph, GCPercent: 100,
-	}.Estimate(cfg)
-}
 
 // Estimate predicts the peak memory of one LoRA training step of cfg.
 func (o EstimateOptions) Estimate(cfg *Config) (MemoryEstimate, error) {

@@ -24,6 +24,13 @@ func preset(t *testing.T, name string) *dg.Config {
 	return cfg
 }
 
+// goStep describes a rank-8 step with the default keys on all layers as the go engine
+// runs it: float32 compute, the whole graph retained, GOGC 100.
+func goStep(q *dg.Quantization, promptLen, canvasLen int) dg.EstimateOptions {
+	return dg.EstimateOptions{Quantization: q, Rank: 8, NumLayers: -1, PromptLen: promptLen, CanvasLen: canvasLen,
+		DType: mx.Float32, Retention: dg.RetainGraph, GCPercent: 100}
+}
+
 func policy(t *testing.T, cfg *dg.Config, p string) *dg.Quantization {
 	t.Helper()
 	q, err := dg.QuantizationPolicy(cfg, p)
@@ -144,16 +151,16 @@ func TestEstimateActivationsOneLayer(t *testing.T) {
 			t.Errorf("%s: Activations = %d, want %d", tc.r, est.Activations, tc.want)
 		}
 	}
-	// EstimateMemory adds GOGC 100's headroom: the live peak once more. Weights: 4-bit
+	// GCPercent 100 adds the headroom: the live peak once more. Weights: 4-bit
 	// elements 32768 + 24576 + 67840 = 125184 at 0.75 B, plus (64+64+1+581)·4 → 93888 + 2840
 	// = 96728; LoRA 1056·8 = 8448 parameters → 33792 B each for A/B and gradients, 67584 for
 	// m and v. Live = 96728 + 33792 + 33792 + 67584 + 70368 = 302264.
-	est, err := dg.EstimateMemory(cfg, q, 8, nil, 0, 2)
+	est, err := goStep(q, 0, 2).Estimate(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if est.Weights != 96728 || est.GCHeadroom != 302264 || est.Total != 604528 {
-		t.Errorf("EstimateMemory: weights %d, headroom %d, total %d; want 96728, 302264, 604528", est.Weights, est.GCHeadroom, est.Total)
+		t.Errorf("Estimate: weights %d, headroom %d, total %d; want 96728, 302264, 604528", est.Weights, est.GCHeadroom, est.Total)
 	}
 }
 
@@ -166,7 +173,7 @@ func TestEstimateActivationsOneLayer(t *testing.T) {
 func TestEstimateRealGeometry(t *testing.T) {
 	cfg := preset(t, dg.PresetReal)
 	q := policy(t, cfg, dg.Bits4)
-	est, err := dg.EstimateMemory(cfg, q, 8, nil, 512, 256)
+	est, err := goStep(q, 512, 256).Estimate(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -355,8 +362,8 @@ func TestEstimateBadInput(t *testing.T) {
 			t.Errorf("%s: error %q lacks %q", tc.name, err, tc.want)
 		}
 	}
-	if _, err := dg.EstimateMemory(nil, nil, 8, nil, 1, 1); !errors.Is(err, dg.ErrEstimateConfig) {
-		t.Errorf("EstimateMemory(nil) error %v, want %v", err, dg.ErrEstimateConfig)
+	if _, err := goStep(nil, 1, 1).Estimate(nil); !errors.Is(err, dg.ErrEstimateConfig) {
+		t.Errorf("Estimate(nil) error %v, want %v", err, dg.ErrEstimateConfig)
 	}
 	if _, err := dg.QuantizationPolicy(cfg, "3"); err == nil || !strings.Contains(err.Error(), `"3"`) {
 		t.Errorf("QuantizationPolicy(3) error %v, want one naming the policy", err)

@@ -212,10 +212,6 @@ func TestEncoderMaskOverlay(t *testing.T) {
 			}
 		}
 	}
-	// Without blocks it is the text mask.
-	if a, b := encoderMaskBlocks(e, 0, 9, 0, 9, true, 0, nil).Bools(), encoderMask(e, 0, 9, 0, 9, true, 0).Bools(); !slices.Equal(a, b) {
-		t.Error("encoderMaskBlocks(nil blocks) differs from encoderMask")
-	}
 }
 
 func TestExpandImageTokens(t *testing.T) {
