@@ -176,11 +176,11 @@ func newOptimizer(cfg config.Config, params map[string]*mx.Array) (optim.Optimiz
 	oc := cfg.OptimizerConfig
 	switch cfg.Optimizer {
 	case "adamw", "adam":
-		c := optim.AdamWDefaults(cfg.LearningRate)
+		// mlx's Adam defaults; AdamW adds the configured weight decay.
+		c := optim.AdamDefaults(cfg.LearningRate)
 		c.Betas = [2]float64{oc.Betas[0], oc.Betas[1]}
 		c.Eps, c.BiasCorrection = oc.Eps, oc.BiasCorrection
 		if cfg.Optimizer == "adam" {
-			c.WeightDecay = 0
 			return optim.NewAdam(optim.Params(params), c)
 		}
 		c.WeightDecay = oc.WeightDecay

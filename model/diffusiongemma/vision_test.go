@@ -1,10 +1,12 @@
 package diffusiongemma
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"image"
 	"image/color"
+	pngenc "image/png"
 	"math"
 	"slices"
 	"strings"
@@ -65,7 +67,15 @@ func preprocessed(tb testing.TB, m *Model, img image.Image) *imageproc.Image {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	im, err := imageproc.Preprocess(img, o)
+	var png bytes.Buffer
+	if err := pngenc.Encode(&png, img); err != nil {
+		tb.Fatal(err)
+	}
+	src, err := imageproc.NewSource("test.png", png.Bytes())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	im, err := src.Preprocess(o)
 	if err != nil {
 		tb.Fatal(err)
 	}
