@@ -169,7 +169,8 @@ func TestBadInput(t *testing.T) {
 		{"yaml syntax", "seed: [1\n", nil, "cfg.yaml"},
 		{"bad choice", "optimizer: lion\n", nil, `optimizer "lion"`},
 		{"bad flag value", "", []string{"--iters", "abc"}, `invalid argument "abc"`},
-		{"unknown flag", "", []string{"--itres", "3"}, "unknown flag: --itres"},
+		{"unknown flag", "", []string{"--itres", "3"}, "unknown flag: --itres (did you mean --iters?)"},
+		{"flag with underscores", "", []string{"--learning_rate", "3"}, "unknown flag: --learning_rate (did you mean --learning-rate?)"},
 		{"positional argument", "", []string{"extra"}, "unknown command"},
 		{"missing data dir", "", []string{"--data", filepath.Join(f.dir, "nope")}, "nope"},
 		{"empty train split", "", []string{"--data", emptyData}, "train.jsonl has no examples"},
@@ -201,4 +202,27 @@ func TestBadInput(t *testing.T) {
 			t.Errorf("exit %d, stderr %q", code, stderr)
 		}
 	})
+}
+
+// TestBadEnvironment: a mistyped DGTUNE_ variable and a bad value are errors naming the
+// variable, before anything is loaded.
+func TestBadEnvironment(t *testing.T) {
+	f := newFixture(t)
+	cfg := f.config(t, "")
+	for env, want := range map[string]string{
+		"DGTUNE_LERNING_RATE": "environment variable DGTUNE_LERNING_RATE is not a setting (did you mean DGTUNE_LEARNING_RATE?)",
+		"DGTUNE_BATCH_SIZE":   `DGTUNE_BATCH_SIZE="two": batch_size wants a whole number`,
+	} {
+		t.Run(env, func(t *testing.T) {
+			value := "1e-3"
+			if env == "DGTUNE_BATCH_SIZE" {
+				value = "two"
+			}
+			t.Setenv(env, value)
+			code, stdout, stderr := runMain("--config", cfg)
+			if code != 1 || stdout != "" || !strings.HasPrefix(stderr, "train: ") || !strings.Contains(stderr, want) || strings.Count(stderr, "\n") != 1 {
+				t.Errorf("exit %d, stdout %q, stderr %q; want 1 and one line with %q", code, stdout, stderr, want)
+			}
+		})
+	}
 }
