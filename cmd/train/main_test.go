@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dgtune/dgtune/config"
 	"github.com/dgtune/dgtune/internal/cli"
 	dg "github.com/dgtune/dgtune/model/diffusiongemma"
 	"github.com/dgtune/dgtune/mx"
@@ -105,7 +106,7 @@ func TestTrainCommand(t *testing.T) {
 		t.Errorf("stdout %q", stdout)
 	}
 	// Not a terminal: plain lines, one per report, after the resolved config.
-	for _, want := range []string{"resolved config:", "iters: 3", "trainable parameters:", "iter 1/3  loss ", "iter 3/3  loss ", "iter 0: val loss", "iter 3: val loss"} {
+	for _, want := range []string{"resolved config (settings that differ from the defaults", "iters: 3", "trainable parameters:", "iter 1/3  loss ", "iter 3/3  loss ", "iter 0: val loss", "iter 3: val loss"} {
 		if !strings.Contains(stderr, want) {
 			t.Errorf("stderr lacks %q:\n%s", want, stderr)
 		}
@@ -132,7 +133,7 @@ func TestPrecedence(t *testing.T) {
 	if code, stdout, stderr := runMain("--config", cfg); code != 0 || !strings.HasPrefix(stdout, "trained 2 steps") {
 		t.Errorf("env over file: exit %d, %q %s", code, stdout, stderr)
 	}
-	if code, stdout, stderr := runMain("--config", cfg, "--iters", "1"); code != 0 || !strings.HasPrefix(stdout, "trained 1 steps") {
+	if code, stdout, stderr := runMain("--config", cfg, "--iters", "1", "--overwrite"); code != 0 || !strings.HasPrefix(stdout, "trained 1 steps") {
 		t.Errorf("flag over env: exit %d, %q %s", code, stdout, stderr)
 	}
 }
@@ -224,5 +225,36 @@ func TestBadEnvironment(t *testing.T) {
 				t.Errorf("exit %d, stdout %q, stderr %q; want 1 and one line with %q", code, stdout, stderr, want)
 			}
 		})
+	}
+}
+
+// TestHelp: --help lists every config key as a flag with its default, the schedules by
+// name (step_decay too) and what lr_schedule.arguments[0] means.
+func TestHelp(t *testing.T) {
+	code, stdout, _ := runMain("--help")
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	for _, want := range []string{"--lr-schedule.name", "step_decay", "initial rate first (it replaces learning_rate)",
+		"--overwrite", "--resume", "--verbose", "--eval.noise-levels", `(default "adamw")`} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("--help lacks %q", want)
+		}
+	}
+	for _, k := range config.Keys() {
+		if n := "--" + config.FlagName(k); !strings.Contains(stdout, n+" ") && !strings.Contains(stdout, n+"[=true|false]") {
+			t.Errorf("--help lacks --%s", config.FlagName(k))
+		}
+	}
+}
+
+// TestVerboseFlag: the resolved config shows the defaults only with --verbose.
+func TestVerboseFlag(t *testing.T) {
+	f := newFixture(t)
+	cfg := f.config(t, "")
+	_, _, quiet := runMain("--config", cfg, "--iters", "1")
+	_, _, loud := runMain("--config", cfg, "--iters", "1", "--overwrite", "--verbose")
+	if strings.Contains(quiet, "optimizer: adamw") || !strings.Contains(loud, "optimizer: adamw") {
+		t.Errorf("default optimizer shown without --verbose (%v) or missing with it (%v)", strings.Contains(quiet, "optimizer: adamw"), strings.Contains(loud, "optimizer: adamw"))
 	}
 }
