@@ -366,11 +366,15 @@ func (r *run) report(step int, lr float64, pace *meter) float64 {
 	}
 	mean /= float64(len(r.state.Window))
 	ips := float64(pace.steps) / el
-	r.reporter.Train(TrainReport{
+	rep := TrainReport{
 		Iteration: step, TrainLoss: mean, LearningRate: lr, ItersPerSecond: ips,
 		TokensPerSecond: float64(pace.tokens) / el, TrainedTokens: r.state.TrainedTokens,
 		PeakMemory: PeakRSS(), ETASeconds: float64(r.total-step) / ips,
-	})
+	}
+	if m, ok := mx.Memory(r.s.Engine); ok {
+		rep.Engine = &EngineMemory{Active: m.Active, Peak: m.Peak, Cache: m.Cache}
+	}
+	r.reporter.Train(rep)
 	r.state.Window = nil
 	*pace = meter{start: time.Now()}
 	return mean
