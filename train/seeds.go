@@ -1,6 +1,8 @@
 package train
 
 import (
+	"path/filepath"
+
 	"gopkg.in/yaml.v3"
 
 	"github.com/dgtune/dgtune/config"
@@ -76,8 +78,15 @@ func splitKey(k string) []string {
 
 // writeAdapterConfig writes adapter_config.json with package lora's writer: mlx-lm/optiq's
 // fields plus the whole resolved training config under "training".
+//
+// base_model is the model's absolute path, so that eval and export find it from any
+// working directory.
 func writeAdapterConfig(c config.Config) error {
-	ac := lora.NewAdapterConfig(LoRAConfig(c), c.Model)
+	base := c.Model
+	if abs, err := filepath.Abs(base); err == nil {
+		base = abs
+	}
+	ac := lora.NewAdapterConfig(LoRAConfig(c), base)
 	ac.FineTuneType = c.FineTuneType
 	ac.Extra = map[string]any{"training": toMap(c)}
 	return lora.WriteConfig(c.AdapterPath, ac)
