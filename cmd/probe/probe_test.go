@@ -44,8 +44,51 @@ func TestMkmodelReal(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "model.safetensors")); !os.IsNotExist(err) {
 		t.Fatalf("real preset wrote weights (stat err %v)", err)
 	}
-	if _, err := dg.LoadConfig(dir); err != nil {
+	c, err := dg.LoadConfig(dir)
+	if err != nil {
 		t.Fatalf("written config does not load: %v", err)
+	}
+	if c.Quantization != nil {
+		t.Errorf("--bits 0 (the default) wrote a quantization map %+v", c.Quantization)
+	}
+}
+
+// TestMkmodelRealBits: --preset real honours --bits in the config it writes (still no
+// weights), so probe estimate --model on it predicts the 4-bit checkpoint — the same as
+// --preset real --bits 4 — instead of the float32 one (about 94 GiB of weights).
+func TestMkmodelRealBits(t *testing.T) {
+	for _, bits := range []string{dg.Bits4, dg.Bits8, dg.BitsMixed} {
+		dir := t.TempDir()
+		out := mustProbe(t, "mkmodel", "--preset", "real", "--bits", bits, "--out", dir)
+		if !strings.Contains(out, "wrote "+dir+" (config only, bits "+bits+")") {
+			t.Errorf("output %q", out)
+		}
+		if _, err := os.Stat(filepath.Join(dir, "model.safetensors")); !os.IsNotExist(err) {
+			t.Fatalf("real preset wrote weights (stat err %v)", err)
+		}
+		c, err := dg.LoadConfig(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := dg.QuantizationPolicy(c, bits)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Quantization == nil || c.Quantization.Bits != want.Bits || c.Quantization.GroupSize != 64 || len(c.Quantization.Modules) != len(want.Modules) {
+			t.Errorf("bits %s: quantization %+v, want %+v", bits, c.Quantization, want)
+		}
+		args := []string{"--rank", "8", "--prompt-len", "512", "--canvas-len", "256"}
+		fromModel := mustProbe(t, append([]string{"estimate", "--model", dir}, args...)...)
+		fromPreset := mustProbe(t, append([]string{"estimate", "--preset", "real", "--bits", bits}, args...)...)
+		if fromModel != fromPreset {
+			t.Errorf("bits %s: estimate --model differs from --preset real --bits:\n%s\n%s", bits, fromModel, fromPreset)
+		}
+		if bits == dg.Bits4 && !strings.Contains(fromModel, "14.7 GiB") {
+			t.Errorf("4-bit real weights not 14.7 GiB:\n%s", fromModel)
+		}
+	}
+	if _, _, code := probe(t, "mkmodel", "--preset", "real", "--bits", "3", "--out", t.TempDir()); code != 1 {
+		t.Errorf("--bits 3 on real: exit %d, want 1", code)
 	}
 }
 
