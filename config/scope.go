@@ -42,17 +42,6 @@ func Uses(command, key string) bool {
 	return false
 }
 
-// KeysFor lists the keys command takes as flags, in declaration order.
-func KeysFor(command string) []string {
-	var out []string
-	for _, k := range Keys() {
-		if Uses(command, k) {
-			out = append(out, k)
-		}
-	}
-	return out
-}
-
 // BindFlagsFor defines on fs the flags of the keys command uses, each with its default
 // and help (see BindFlags).
 func BindFlagsFor(fs *pflag.FlagSet, command string) {
