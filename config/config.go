@@ -31,7 +31,7 @@ type Config struct {
 	SaveEvery      int    `mapstructure:"save_every" help:"steps between numbered adapter checkpoints"`
 	AdapterPath    string `mapstructure:"adapter_path" help:"output directory of the adapter and training state"`
 	Resume         bool   `mapstructure:"resume" help:"continue from the training state in adapter_path"`
-	Overwrite      bool   `mapstructure:"overwrite" help:"start over a run already in adapter_path, deleting its checkpoints, state and metrics (without it train refuses)"`
+	Overwrite      bool   `mapstructure:"overwrite" help:"without resume: start over a run already in adapter_path, deleting its checkpoints, state and metrics (else train refuses)"`
 
 	MaxCanvas     int     `mapstructure:"max_canvas" help:"truncate completions to this many tokens (the canvas length)"`
 	MaxPrompt     int     `mapstructure:"max_prompt" help:"keep only the last N prompt tokens (0 = no limit)"`

@@ -78,10 +78,9 @@ func prepare(cfg config.Config, opt Options) (*run, error) {
 	if log == nil {
 		log = io.Discard
 	}
-	// Refuse before anything is loaded.
-	if cfg.Resume && cfg.Overwrite {
-		return nil, fmt.Errorf("resume and overwrite exclude each other: --resume continues the run in %s, --overwrite replaces it", cfg.AdapterPath)
-	}
+	// Refuse before anything is loaded. overwrite only concerns a fresh start: with
+	// resume the run in adapter_path is continued (as HF Trainer's resume_from_checkpoint
+	// wins over overwrite_output_dir), so a config may set both.
 	if !cfg.Resume && !cfg.Overwrite {
 		if err := checkFreshStart(cfg.AdapterPath); err != nil {
 			return nil, err

@@ -34,10 +34,14 @@ func TestFreshStartRefusesExistingRun(t *testing.T) {
 	if string(readBytes(t, filepath.Join(cfg.AdapterPath, StateFile))) != string(before) {
 		t.Error("the refused run changed the training state")
 	}
+	// With resume, overwrite does not apply: the run is continued (already finished here).
 	both := cfg
 	both.Resume, both.Overwrite = true, true
-	if _, err := Run(context.Background(), both, Options{}); err == nil || !strings.Contains(err.Error(), "resume and overwrite exclude each other") {
-		t.Errorf("resume + overwrite: %v", err)
+	if res, err := Run(context.Background(), both, Options{}); err != nil || !res.AlreadyDone {
+		t.Errorf("resume + overwrite: %+v, %v; want the finished run left as it is", res, err)
+	}
+	if string(readBytes(t, filepath.Join(cfg.AdapterPath, StateFile))) != string(before) {
+		t.Error("resume + overwrite changed the training state")
 	}
 
 	// Overwrite with a shorter run: no numbered checkpoint of the old run survives.
