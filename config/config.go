@@ -15,7 +15,7 @@ type Config struct {
 	BatchSize             int          `mapstructure:"batch_size" help:"examples per step (rows may differ in length)"`
 	Iters                 int          `mapstructure:"iters" help:"training steps (ignored when epochs > 0)"`
 	Epochs                int          `mapstructure:"epochs" help:"train for this many passes over the train split instead of iters"`
-	LearningRate          float64      `mapstructure:"learning_rate" help:"peak learning rate"`
+	LearningRate          float64      `mapstructure:"learning_rate" help:"learning rate (with an lr_schedule, its first argument is the initial rate instead)"`
 	Optimizer             string       `mapstructure:"optimizer" help:"adamw, adam or sgd"`
 	OptimizerConfig       OptimizerCfg `mapstructure:"optimizer_config"`
 	LRSchedule            LRSchedule   `mapstructure:"lr_schedule"`
@@ -31,6 +31,7 @@ type Config struct {
 	SaveEvery      int    `mapstructure:"save_every" help:"steps between numbered adapter checkpoints"`
 	AdapterPath    string `mapstructure:"adapter_path" help:"output directory of the adapter and training state"`
 	Resume         bool   `mapstructure:"resume" help:"continue from the training state in adapter_path"`
+	Overwrite      bool   `mapstructure:"overwrite" help:"without resume: start over a run already in adapter_path, deleting its checkpoints, state and metrics (else train refuses)"`
 
 	MaxCanvas     int     `mapstructure:"max_canvas" help:"truncate completions to this many tokens (the canvas length)"`
 	MaxPrompt     int     `mapstructure:"max_prompt" help:"keep only the last N prompt tokens (0 = no limit)"`
@@ -77,8 +78,8 @@ type OptimizerCfg struct {
 // LRSchedule is mlx-lm's lr_schedule: a named MLX schedule, its arguments and a
 // linear warmup.
 type LRSchedule struct {
-	Name       string    `mapstructure:"name" help:"constant, cosine_decay, linear_schedule or exponential_decay"`
-	Arguments  []float64 `mapstructure:"arguments" help:"schedule arguments after the initial rate (e.g. decay steps)"`
+	Name       string    `mapstructure:"name" help:"constant, cosine_decay, linear_schedule, exponential_decay or step_decay"`
+	Arguments  []float64 `mapstructure:"arguments" help:"the mlx.optimizers schedule's arguments, initial rate first (it replaces learning_rate): cosine_decay init,decay_steps[,end]; linear_schedule init,end,steps; exponential_decay init,decay_rate; step_decay init,decay_rate,step_size; constant [value]"`
 	Warmup     int       `mapstructure:"warmup" help:"linear warmup steps"`
 	WarmupInit float64   `mapstructure:"warmup_init" help:"learning rate at the start of the warmup"`
 }

@@ -107,6 +107,9 @@ func Load(path string, fs *pflag.FlagSet) (Config, error) {
 			return Config{}, fmt.Errorf("config: %s: %w", path, err)
 		}
 	}
+	if err := checkEnv(os.Environ()); err != nil {
+		return Config{}, err
+	}
 	v.SetEnvPrefix(EnvPrefix)
 	v.SetEnvKeyReplacer(strings.NewReplacer(".", "_"))
 	v.AutomaticEnv()

@@ -15,8 +15,8 @@ type Example struct {
 	// Index is the example's position in its split (0-based, after skipped rows are
 	// dropped); the trainer derives per-example seeds from it.
 	Index int
-	// Line locates the row in its file: the 1-based line of a .jsonl file or the
-	// 0-based row index of a .parquet file.
+	// Line locates the row in its file, counted from 1: the line of a .jsonl file or the
+	// row of a .parquet file.
 	Line int
 	// Prompt is the conversation before the target; nil for text rows.
 	Prompt []chat.Message
@@ -90,7 +90,7 @@ func (s *Stats) skip(err error) {
 // RowError is a bad row: its file, its position and what is wrong with it.
 type RowError struct {
 	File string // path of the file; the message shows its base name
-	Line int    // as Example.Line: 1-based line (.jsonl) or 0-based row (.parquet)
+	Line int    // as Example.Line: line (.jsonl) or row (.parquet), counted from 1
 	Err  error
 }
 

@@ -223,7 +223,7 @@ func TestReadParquetImages(t *testing.T) {
 		conv(partRow{typ: "image", data: green[:30]}),
 	})
 	_, err := ReadFile(path, Options{})
-	if want := `data: train.parquet: row 1: "messages"[0].content[0]: imageproc: image bytes: truncated or corrupt image: unexpected EOF`; !strings.HasPrefix(errString(err), want) {
+	if want := `data: train.parquet: row 2: "messages"[0].content[0]: imageproc: image bytes: truncated or corrupt image: unexpected EOF`; !strings.HasPrefix(errString(err), want) {
 		t.Errorf("got %s\nwant prefix %s", errString(err), want)
 	}
 }

@@ -54,9 +54,6 @@ func (it *Iterator) BatchesPerEpoch() int {
 	return (len(it.pairs) + it.batchSize - 1) / it.batchSize
 }
 
-// Pos is the position the next call to Next starts from.
-func (it *Iterator) Pos() Position { return it.pos }
-
 // Next returns the next batch and the position after it — the position to save so
 // that a resumed run's first batch is the one that would have followed this one. The
 // batch slice is the caller's; the token slices inside are shared.

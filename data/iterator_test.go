@@ -179,8 +179,8 @@ func TestIteratorSeek(t *testing.T) {
 		if err := back.Seek(resume); err != nil {
 			t.Fatal(err)
 		}
-		if back.Pos() != resume {
-			t.Errorf("Pos after Seek(%v) = %v", resume, back.Pos())
+		if back.pos != resume {
+			t.Errorf("Pos after Seek(%v) = %v", resume, back.pos)
 		}
 		if got := run(back, steps-k); !reflect.DeepEqual(got, full[k:]) {
 			t.Errorf("seek back to %v: got %v, want %v", resume, got, full[k:])
@@ -189,8 +189,8 @@ func TestIteratorSeek(t *testing.T) {
 
 	// An offset equal to the pair count is the next epoch's start.
 	it := newIter(t, 13, 3, 77, true)
-	if err := it.Seek(Position{Epoch: 1, Offset: 13}); err != nil || it.Pos() != (Position{2, 0}) {
-		t.Errorf("Seek({1 13}) = %v, pos %v; want nil, {2 0}", err, it.Pos())
+	if err := it.Seek(Position{Epoch: 1, Offset: 13}); err != nil || it.pos != (Position{2, 0}) {
+		t.Errorf("Seek({1 13}) = %v, pos %v; want nil, {2 0}", err, it.pos)
 	}
 	// A position saved under another batch size still resumes at that pair: offset 4 of
 	// epoch 0 is order[4:7] = permutation(13, 77, 0)[4:7].
@@ -211,8 +211,8 @@ func TestIteratorErrors(t *testing.T) {
 			t.Errorf("Seek(%v) = %s, want %s", pos, got, want)
 		}
 	}
-	if it.Pos() != (Position{}) {
-		t.Errorf("failed Seek moved the iterator to %v", it.Pos())
+	if it.pos != (Position{}) {
+		t.Errorf("failed Seek moved the iterator to %v", it.pos)
 	}
 	if _, err := NewIterator(nil, 4, 0, true); errString(err) != "data: iterator: no pairs" {
 		t.Errorf("NewIterator(nil) = %v", err)

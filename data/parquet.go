@@ -46,7 +46,7 @@ func readParquet(path string, c *collector) error {
 	if len(leaves) == 0 {
 		// No feature column at all: every row is bad in the same way.
 		for i := range int(pf.NumRows()) {
-			if err := c.add(arrowRow{}, i); err != nil {
+			if err := c.add(arrowRow{}, i+1); err != nil {
 				return err
 			}
 		}
@@ -61,7 +61,7 @@ func readParquet(path string, c *collector) error {
 		return fmt.Errorf("data: %s: %w", path, err)
 	}
 	defer rr.Release()
-	next := 0
+	next := 1 // rows count from 1, as jsonl lines do
 	for rr.Next() {
 		rec := rr.RecordBatch()
 		cols := make(map[string]arrow.Array, rec.NumCols())

@@ -64,9 +64,9 @@ func TestParquetColumnTypes(t *testing.T) {
 			}
 		})
 		checkExamples(t, readOne(t, path, Options{}), []Example{
-			{Index: 0, Line: 0, Prompt: user("p0"), Completion: "yes"},
-			{Index: 1, Line: 1, Prompt: user("p1"), Completion: "no"},
-			{Index: 2, Line: 2, Prompt: user("p2"), Completion: "yes"},
+			{Index: 0, Line: 1, Prompt: user("p0"), Completion: "yes"},
+			{Index: 1, Line: 2, Prompt: user("p1"), Completion: "no"},
+			{Index: 2, Line: 3, Prompt: user("p2"), Completion: "yes"},
 		})
 	})
 
@@ -81,13 +81,13 @@ func TestParquetColumnTypes(t *testing.T) {
 			func(rb *array.RecordBuilder) {
 				rb.Field(0).(*array.Int64Builder).Append(3)
 				rb.Field(1).(*array.StringBuilder).Append("c")
-			}, `data: train.parquet: row 0: "prompt" is int64, want a string`},
+			}, `data: train.parquet: row 1: "prompt" is int64, want a string`},
 		{"list of ints", []arrow.Field{{Name: "messages", Type: arrow.ListOf(arrow.PrimitiveTypes.Int64)}},
 			func(rb *array.RecordBuilder) {
 				lb := rb.Field(0).(*array.ListBuilder)
 				lb.Append(true)
 				lb.ValueBuilder().(*array.Int64Builder).Append(1)
-			}, `data: train.parquet: row 0: "messages"[0] is int64, want an object`},
+			}, `data: train.parquet: row 1: "messages"[0] is int64, want an object`},
 		{"null message", []arrow.Field{{Name: "messages", Type: arrow.ListOf(roleContent)}},
 			func(rb *array.RecordBuilder) {
 				lb := rb.Field(0).(*array.ListBuilder)
@@ -97,7 +97,7 @@ func TestParquetColumnTypes(t *testing.T) {
 				sb.FieldBuilder(0).(*array.StringBuilder).Append("user")
 				sb.FieldBuilder(1).(*array.StringBuilder).Append("q")
 				sb.AppendNull()
-			}, `data: train.parquet: row 0: "messages"[1] is null, want an object`},
+			}, `data: train.parquet: row 1: "messages"[1] is null, want an object`},
 		{"no content field", []arrow.Field{{Name: "messages", Type: arrow.ListOf(arrow.StructOf(str("role")))}},
 			func(rb *array.RecordBuilder) {
 				lb := rb.Field(0).(*array.ListBuilder)
@@ -105,7 +105,7 @@ func TestParquetColumnTypes(t *testing.T) {
 				lb.Append(true)
 				sb.Append(true)
 				sb.FieldBuilder(0).(*array.StringBuilder).Append("assistant")
-			}, `data: train.parquet: row 0: "messages"[0]: missing "content"`},
+			}, `data: train.parquet: row 1: "messages"[0]: missing "content"`},
 		{"null role", []arrow.Field{{Name: "messages", Type: arrow.ListOf(roleContent)}},
 			func(rb *array.RecordBuilder) {
 				lb := rb.Field(0).(*array.ListBuilder)
@@ -114,7 +114,7 @@ func TestParquetColumnTypes(t *testing.T) {
 				sb.Append(true)
 				sb.FieldBuilder(0).(*array.StringBuilder).AppendNull()
 				sb.FieldBuilder(1).(*array.StringBuilder).Append("a")
-			}, `data: train.parquet: row 0: "messages"[0]: missing "role"`},
+			}, `data: train.parquet: row 1: "messages"[0]: missing "role"`},
 		{"int role", []arrow.Field{{Name: "messages", Type: arrow.ListOf(arrow.StructOf(
 			arrow.Field{Name: "role", Type: arrow.PrimitiveTypes.Int32}, str("content")))}},
 			func(rb *array.RecordBuilder) {
@@ -124,7 +124,7 @@ func TestParquetColumnTypes(t *testing.T) {
 				sb.Append(true)
 				sb.FieldBuilder(0).(*array.Int32Builder).Append(2)
 				sb.FieldBuilder(1).(*array.StringBuilder).Append("a")
-			}, `data: train.parquet: row 0: "messages"[0]: "role" is int32, want a string`},
+			}, `data: train.parquet: row 1: "messages"[0]: "role" is int32, want a string`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -137,8 +137,8 @@ func TestParquetColumnTypes(t *testing.T) {
 	}
 }
 
-// Row numbering runs on across the reader's batches: row 5000 lies in the second
-// batch of parquetBatchRows = 4096.
+// Row numbering (from 1, as jsonl lines) runs on across the reader's batches: row 5001
+// lies in the second batch of parquetBatchRows = 4096.
 func TestParquetRowsAcrossBatches(t *testing.T) {
 	const n = 5001
 	texts := make([]string, n)
@@ -149,15 +149,15 @@ func TestParquetRowsAcrossBatches(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "train.parquet")
 	writeParquet(t, path, ParquetColumn{Name: "text", Strings: texts})
 	_, err := ReadFile(path, Options{})
-	if got, want := errString(err), `data: train.parquet: row 5000: empty "text"`; got != want {
+	if got, want := errString(err), `data: train.parquet: row 5001: empty "text"`; got != want {
 		t.Errorf("err = %s, want %s", got, want)
 	}
 	s, err := ReadFile(path, Options{SkipBadRows: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if last := s.Examples[len(s.Examples)-1]; len(s.Examples) != n-1 || last.Index != n-2 || last.Line != n-2 {
-		t.Errorf("%d examples, last %+v; want %d, Index and Line %d", len(s.Examples), last, n-1, n-2)
+	if last := s.Examples[len(s.Examples)-1]; len(s.Examples) != n-1 || last.Index != n-2 || last.Line != n-1 {
+		t.Errorf("%d examples, last %+v; want %d, Index %d and Line %d", len(s.Examples), last, n-1, n-2, n-1)
 	}
 }
 
@@ -199,5 +199,5 @@ func TestWriteParquetLeavesFileOpen(t *testing.T) {
 	if err := f.Close(); err != nil {
 		t.Fatalf("closing the file after WriteParquet: %v (WriteParquet closed it)", err)
 	}
-	checkExamples(t, readOne(t, path, Options{}), []Example{{Completion: "a"}})
+	checkExamples(t, readOne(t, path, Options{}), []Example{{Line: 1, Completion: "a"}})
 }

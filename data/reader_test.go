@@ -99,21 +99,21 @@ func TestReadParquetFormats(t *testing.T) {
 			{Name: "completion", Strings: strs("1", "2")},
 			{Name: "unrelated", Strings: strs("x", "y")},
 		}, []Example{
-			{Index: 0, Line: 0, Prompt: user("a"), Completion: "1"},
-			{Index: 1, Line: 1, Prompt: user("b"), Completion: "2"},
+			{Index: 0, Line: 1, Prompt: user("a"), Completion: "1"},
+			{Index: 1, Line: 2, Prompt: user("b"), Completion: "2"},
 		}},
 		{"messages", []ParquetColumn{
 			{Name: "messages", Messages: [][]chat.Message{conv, msgs("model", "m")}},
 		}, []Example{
-			{Index: 0, Line: 0, Prompt: conv[:2], Completion: "Hello"},
-			{Index: 1, Line: 1, Completion: "m"},
+			{Index: 0, Line: 1, Prompt: conv[:2], Completion: "Hello"},
+			{Index: 1, Line: 2, Completion: "m"},
 		}},
 		{"text", []ParquetColumn{
 			{Name: "text", Strings: strs("t0", "t1", "t2")},
 		}, []Example{
-			{Index: 0, Line: 0, Completion: "t0"},
-			{Index: 1, Line: 1, Completion: "t1"},
-			{Index: 2, Line: 2, Completion: "t2"},
+			{Index: 0, Line: 1, Completion: "t0"},
+			{Index: 1, Line: 2, Completion: "t1"},
+			{Index: 2, Line: 3, Completion: "t2"},
 		}},
 		// One column per format, nulls where a row uses another format (as a table
 		// concatenated from differently shaped sources is stored).
@@ -123,9 +123,9 @@ func TestReadParquetFormats(t *testing.T) {
 			{Name: "messages", Messages: [][]chat.Message{nil, conv, nil}, Null: []bool{true, false, true}},
 			{Name: "text", Strings: strs("", "", "t"), Null: []bool{true, true, false}},
 		}, []Example{
-			{Index: 0, Line: 0, Prompt: user("p"), Completion: "c"},
-			{Index: 1, Line: 1, Prompt: conv[:2], Completion: "Hello"},
-			{Index: 2, Line: 2, Completion: "t"},
+			{Index: 0, Line: 1, Prompt: user("p"), Completion: "c"},
+			{Index: 1, Line: 2, Prompt: conv[:2], Completion: "Hello"},
+			{Index: 2, Line: 3, Completion: "t"},
 		}},
 	}
 	for _, tt := range tests {
@@ -141,9 +141,9 @@ func TestRenamedFeatures(t *testing.T) {
 	dir := t.TempDir()
 	opts := Options{PromptFeature: "question", CompletionFeature: "answer", TextFeature: "body", ChatFeature: "conversation"}
 	want := []Example{
-		{Index: 0, Line: 0, Prompt: user("q"), Completion: "a"},
-		{Index: 1, Line: 1, Prompt: msgs("user", "u"), Completion: "m"},
-		{Index: 2, Line: 2, Completion: "b"},
+		{Index: 0, Line: 1, Prompt: user("q"), Completion: "a"},
+		{Index: 1, Line: 2, Prompt: msgs("user", "u"), Completion: "m"},
+		{Index: 2, Line: 3, Completion: "b"},
 	}
 
 	jl := filepath.Join(dir, "train.jsonl")
@@ -256,38 +256,38 @@ func TestParquetBadRows(t *testing.T) {
 		{"null prompt", []ParquetColumn{
 			{Name: "prompt", Strings: strs("p", ""), Null: []bool{false, true}},
 			{Name: "completion", Strings: strs("c", "c")},
-		}, `row 1: missing "prompt"`},
+		}, `row 2: missing "prompt"`},
 		{"no completion column", []ParquetColumn{
 			{Name: "prompt", Strings: strs("p", "q")},
-		}, `row 0: missing "completion"`},
+		}, `row 1: missing "completion"`},
 		{"empty completion", []ParquetColumn{
 			{Name: "prompt", Strings: strs("p", "q")},
 			{Name: "completion", Strings: strs("c", "")},
-		}, `row 1: empty "completion"`},
+		}, `row 2: empty "completion"`},
 		{"empty text", []ParquetColumn{
 			{Name: "text", Strings: strs("t", "")},
-		}, `row 1: empty "text"`},
+		}, `row 2: empty "text"`},
 		{"all null", []ParquetColumn{
 			{Name: "text", Strings: strs("t", ""), Null: []bool{false, true}},
-		}, `row 1: none of "prompt"/"completion", "messages" or "text"`},
+		}, `row 2: none of "prompt"/"completion", "messages" or "text"`},
 		{"no feature columns", []ParquetColumn{
 			{Name: "other", Strings: strs("t", "")},
-		}, `row 0: none of "prompt"/"completion", "messages" or "text"`},
+		}, `row 1: none of "prompt"/"completion", "messages" or "text"`},
 		{"messages is a string", []ParquetColumn{
 			{Name: "messages", Strings: strs("hi")},
-		}, `row 0: "messages" is utf8, want a list of messages`},
+		}, `row 1: "messages" is utf8, want a list of messages`},
 		{"empty conversation", []ParquetColumn{
 			{Name: "messages", Messages: [][]chat.Message{msgs("assistant", "a"), {}}},
-		}, `row 1: "messages" is empty`},
+		}, `row 2: "messages" is empty`},
 		{"ends with user", []ParquetColumn{
 			{Name: "messages", Messages: [][]chat.Message{msgs("user", "q", "assistant", "a", "user", "q2")}},
-		}, `row 0: "messages" does not end with an assistant turn (last role is "user")`},
+		}, `row 1: "messages" does not end with an assistant turn (last role is "user")`},
 		{"unknown role", []ParquetColumn{
 			{Name: "messages", Messages: [][]chat.Message{msgs("assistant", "a"), msgs("user", "q", "bot", "a")}},
-		}, `row 1: "messages"[1]: unknown role "bot" (want system, user, assistant or model)`},
+		}, `row 2: "messages"[1]: unknown role "bot" (want system, user, assistant or model)`},
 		{"empty final turn", []ParquetColumn{
 			{Name: "messages", Messages: [][]chat.Message{msgs("user", "q", "model", "")}},
-		}, `row 0: "messages": final assistant turn is empty`},
+		}, `row 1: "messages": final assistant turn is empty`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -341,16 +341,16 @@ func TestSkipBadRows(t *testing.T) {
 		t.Errorf("reasons:\n got %q\nwant %q", got, wantReasons)
 	}
 
-	// Parquet rows are skipped the same way; row indices stay those of the file.
+	// Parquet rows are skipped the same way; row numbers (from 1) stay those of the file.
 	pq := filepath.Join(dir, "train.parquet")
 	writeParquet(t, pq, ParquetColumn{Name: "text", Strings: strs("", "b", "", "d")})
 	ps, err := ReadFile(pq, Options{SkipBadRows: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkExamples(t, ps.Examples, []Example{{Index: 0, Line: 1, Completion: "b"}, {Index: 1, Line: 3, Completion: "d"}})
+	checkExamples(t, ps.Examples, []Example{{Index: 0, Line: 2, Completion: "b"}, {Index: 1, Line: 4, Completion: "d"}})
 	if ps.Stats.Rows != 4 || ps.Stats.Skipped != 2 || len(ps.Stats.Reasons) != 2 ||
-		ps.Stats.Reasons[1].Error() != `data: train.parquet: row 2: empty "text"` {
+		ps.Stats.Reasons[1].Error() != `data: train.parquet: row 3: empty "text"` {
 		t.Errorf("parquet stats = %+v", ps.Stats)
 	}
 }
@@ -397,7 +397,7 @@ func TestLoadDir(t *testing.T) {
 	if d.Valid == nil || d.Valid.Name != "valid" || len(d.Valid.Examples) != 0 {
 		t.Errorf("valid = %+v", d.Valid)
 	}
-	if d.Test == nil || d.Test.Name != "test" || !reflect.DeepEqual(d.Test.Examples, []Example{{Completion: "c"}}) {
+	if d.Test == nil || d.Test.Name != "test" || !reflect.DeepEqual(d.Test.Examples, []Example{{Line: 1, Completion: "c"}}) {
 		t.Errorf("test = %+v", d.Test)
 	}
 	if s, err := d.Split("test"); err != nil || s != d.Test {

@@ -72,13 +72,13 @@ func TestTokenizeErrors(t *testing.T) {
 		t.Errorf("err %v does not wrap the encoder's error", err)
 	}
 
-	blank := &Split{Path: "/d/valid.parquet", Examples: []Example{{Index: 0, Line: 0, Completion: " "}, {Index: 1, Line: 7, Completion: "  "}}}
+	blank := &Split{Path: "/d/valid.parquet", Examples: []Example{{Index: 0, Line: 1, Completion: " "}, {Index: 1, Line: 8, Completion: "  "}}}
 	_, _, err = Tokenize(blank, byteEncoder, Options{SkipBadRows: true})
 	if got, want := errString(err), "data: /d/valid.parquet: no example has a non-empty target (2 skipped)"; got != want {
 		t.Errorf("err = %s, want %s", got, want)
 	}
 	_, _, err = Tokenize(blank, byteEncoder, Options{})
-	if got, want := errString(err), "data: valid.parquet: row 0: example 0: empty target after encoding"; got != want {
+	if got, want := errString(err), "data: valid.parquet: row 1: example 0: empty target after encoding"; got != want {
 		t.Errorf("err = %s, want %s", got, want)
 	}
 

@@ -29,9 +29,6 @@ type Options struct {
 	MaxSoftTokens int // soft tokens per image at most (280); max patches = MaxSoftTokens·PoolingKernel²
 }
 
-// DefaultOptions are DiffusionGemma's: 16-pixel patches, 3×3 pooling, 280 soft tokens.
-func DefaultOptions() Options { return Options{PatchSize: 16, PoolingKernel: 3, MaxSoftTokens: 280} }
-
 // Validate checks that the options describe a usable geometry.
 func (o Options) Validate() error {
 	if err := o.validate(); err != nil {
@@ -58,20 +55,11 @@ func (o Options) MaxPatches() int { return o.MaxSoftTokens * o.PoolingKernel * o
 // Side is the granularity of both image sides, PatchSize·PoolingKernel pixels.
 func (o Options) Side() int { return o.PatchSize * o.PoolingKernel }
 
-// TargetSize returns the size an image of height×width is resized to: the largest
+// targetSize returns the size an image of height×width is resized to: the largest
 // multiples of Side() keeping the aspect ratio within MaxPatches patches. A side that
 // would round to zero (a very thin image) becomes one Side(), and the other side is then
-// ⌊long/short⌋·Side() capped at the longest side the budget allows.
-func TargetSize(height, width int, o Options) (h, w int, err error) {
-	h, w, err = targetSize(height, width, o)
-	if err != nil {
-		return 0, 0, fmt.Errorf("imageproc: %w", err)
-	}
-	return h, w, nil
-}
-
-// targetSize is TargetSize with errors that do not name the package, for callers that
-// add a file name first.
+// ⌊long/short⌋·Side() capped at the longest side the budget allows. Its errors do not
+// name the package: callers add a file name first.
 func targetSize(height, width int, o Options) (h, w int, err error) {
 	if err := o.validate(); err != nil {
 		return 0, 0, err
@@ -121,16 +109,8 @@ func (im *Image) At(c, y, x int) float32 { return im.Pixels[(c*im.Height+y)*im.W
 // SoftTokens is the image's soft-token count under o.
 func (im *Image) SoftTokens(o Options) int { return SoftTokens(im.Height, im.Width, o) }
 
-// Preprocess resizes img to TargetSize and returns its pixels. Transparent pixels are
+// preprocess resizes img to targetSize and returns its pixels. Transparent pixels are
 // composited over white, as the reference processor's RGB conversion does.
-func Preprocess(img image.Image, o Options) (*Image, error) {
-	im, err := preprocess(img, o)
-	if err != nil {
-		return nil, fmt.Errorf("imageproc: %w", err)
-	}
-	return im, nil
-}
-
 func preprocess(img image.Image, o Options) (*Image, error) {
 	b := img.Bounds()
 	if b.Dx() <= 0 || b.Dy() <= 0 {

@@ -47,12 +47,12 @@ func TestTargetSize(t *testing.T) {
 	}
 	o := DefaultOptions()
 	for _, c := range cases {
-		h, w, err := TargetSize(c.h, c.w, o)
+		h, w, err := targetSize(c.h, c.w, o)
 		if err != nil {
-			t.Fatalf("TargetSize(%d, %d): %v", c.h, c.w, err)
+			t.Fatalf("targetSize(%d, %d): %v", c.h, c.w, err)
 		}
 		if h != c.wantH || w != c.wantW {
-			t.Errorf("TargetSize(%d, %d) = %d×%d, want %d×%d", c.h, c.w, h, w, c.wantH, c.wantW)
+			t.Errorf("targetSize(%d, %d) = %d×%d, want %d×%d", c.h, c.w, h, w, c.wantH, c.wantW)
 		}
 		if n := SoftTokens(h, w, o); n != c.wantSoftTokens {
 			t.Errorf("SoftTokens(%d, %d) = %d, want %d", h, w, n, c.wantSoftTokens)
@@ -73,12 +73,12 @@ func TestTargetSizeSmallBudget(t *testing.T) {
 		{100, 100, 192, 192, 16},
 		{64, 128, 96, 240, 10},
 	} {
-		h, w, err := TargetSize(c.h, c.w, o)
+		h, w, err := targetSize(c.h, c.w, o)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if h != c.wantH || w != c.wantW || SoftTokens(h, w, o) != c.n {
-			t.Errorf("TargetSize(%d, %d) = %d×%d (%d soft tokens), want %d×%d (%d)", c.h, c.w, h, w, SoftTokens(h, w, o), c.wantH, c.wantW, c.n)
+			t.Errorf("targetSize(%d, %d) = %d×%d (%d soft tokens), want %d×%d (%d)", c.h, c.w, h, w, SoftTokens(h, w, o), c.wantH, c.wantW, c.n)
 		}
 	}
 }
@@ -94,8 +94,8 @@ func TestTargetSizeErrors(t *testing.T) {
 		{10, 10, Options{PatchSize: 16, PoolingKernel: 3, MaxSoftTokens: -2}},
 		{10, 10, Options{PatchSize: 16, PoolingKernel: 3, MaxSoftTokens: 1 << 20}},
 	} {
-		if _, _, err := TargetSize(c.h, c.w, c.o); err == nil {
-			t.Errorf("TargetSize(%d, %d, %+v) succeeded", c.h, c.w, c.o)
+		if _, _, err := targetSize(c.h, c.w, c.o); err == nil {
+			t.Errorf("targetSize(%d, %d, %+v) succeeded", c.h, c.w, c.o)
 		}
 	}
 }
@@ -160,7 +160,7 @@ func TestPixelValues(t *testing.T) {
 // TestDefaultSizeUnchanged: a 768×768 image is already the default target (256 soft
 // tokens), so its pixels pass through exactly.
 func TestDefaultSizeUnchanged(t *testing.T) {
-	im, err := Preprocess(gradient(768, 768), DefaultOptions())
+	im, err := preprocess(gradient(768, 768), DefaultOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,7 +234,7 @@ func TestResizeConstant(t *testing.T) {
 	for i := 0; i < len(img.Pix); i += 4 {
 		copy(img.Pix[i:], []uint8{10, 20, 30, 255})
 	}
-	im, err := Preprocess(img, DefaultOptions())
+	im, err := preprocess(img, DefaultOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,7 +257,7 @@ func TestTransparencyOverWhite(t *testing.T) {
 	for i := 0; i < len(img.Pix); i += 4 {
 		copy(img.Pix[i:], []uint8{100, 50, 0, 128})
 	}
-	im, err := Preprocess(img, Options{PatchSize: 16, PoolingKernel: 3, MaxSoftTokens: 16})
+	im, err := preprocess(img, Options{PatchSize: 16, PoolingKernel: 3, MaxSoftTokens: 16})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -341,21 +341,25 @@ func TestBadImages(t *testing.T) {
 			t.Errorf("NewSource(%s) error %q does not name the file", c.name, err)
 		}
 	}
-	if _, err := Preprocess(image.NewRGBA(image.Rect(0, 0, 0, 5)), DefaultOptions()); !errors.Is(err, ErrZeroSize) {
+	if _, err := preprocess(image.NewRGBA(image.Rect(0, 0, 0, 5)), DefaultOptions()); !errors.Is(err, ErrZeroSize) {
 		t.Errorf("Preprocess(0×5) = %v, want ErrZeroSize", err)
 	}
-	if _, err := Preprocess(gradient(4, 4), Options{}); err == nil {
+	if _, err := preprocess(gradient(4, 4), Options{}); err == nil {
 		t.Error("Preprocess with zero options succeeded")
 	}
 }
 
-func TestOpenAndLoad(t *testing.T) {
+func TestOpenAndPreprocess(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "g.png")
 	if err := os.WriteFile(path, encodePNG(t, gradient(192, 192)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	im, err := Load(path, Options{PatchSize: 16, PoolingKernel: 3, MaxSoftTokens: 16})
+	loaded, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	im, err := loaded.Preprocess(Options{PatchSize: 16, PoolingKernel: 3, MaxSoftTokens: 16})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -374,3 +378,7 @@ func TestOpenAndLoad(t *testing.T) {
 		t.Errorf("Open(missing) = %v, want a not-exist error naming the file", err)
 	}
 }
+
+// DefaultOptions are DiffusionGemma's: 16-pixel patches, 3×3 pooling, 280 soft tokens
+// (the model reads them from its vision config).
+func DefaultOptions() Options { return Options{PatchSize: 16, PoolingKernel: 3, MaxSoftTokens: 280} }

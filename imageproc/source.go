@@ -86,7 +86,9 @@ func (s *Source) SoftTokens(o Options) (int, error) {
 	return SoftTokens(h, w, o), nil
 }
 
-// Preprocess decodes and preprocesses the image (see [Preprocess]).
+// Preprocess decodes the image, resizes it to the largest multiples of o.Side() that keep
+// its aspect ratio within o.MaxPatches() patches, and returns its pixels. Transparent
+// pixels are composited over white, as the reference processor's RGB conversion does.
 func (s *Source) Preprocess(o Options) (*Image, error) {
 	img, err := s.decode()
 	if err != nil {
@@ -97,13 +99,4 @@ func (s *Source) Preprocess(o Options) (*Image, error) {
 		return nil, fmt.Errorf("imageproc: %s: %w", s.Name, err)
 	}
 	return im, nil
-}
-
-// Load opens and preprocesses the image file at path.
-func Load(path string, o Options) (*Image, error) {
-	s, err := Open(path)
-	if err != nil {
-		return nil, err
-	}
-	return s.Preprocess(o)
 }

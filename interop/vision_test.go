@@ -25,7 +25,11 @@ func TestImagePromptFromTransformers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	img, err := imageproc.Load(filepath.Join(golden, "vision-f32", "image.png"), opt)
+	src, err := imageproc.Open(filepath.Join(golden, "vision-f32", "image.png"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := src.Preprocess(opt)
 	if err != nil {
 		t.Fatal(err)
 	}

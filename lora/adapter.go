@@ -29,29 +29,8 @@ const (
 	suffixB = ".lora_b"
 )
 
-// TensorShape names one adapter tensor and its shape.
-type TensorShape struct {
-	Name  string
-	Shape []int
-}
-
-// Plan lists the tensors an adapter built from c has on a model of config mcfg — from the
-// config alone, no weights — in target order (layer, then canonical key), A before B:
-// "<module>.lora_a" [in, r] and "<module>.lora_b" [r, out].
-func Plan(mcfg *diffusiongemma.Config, c Config) ([]TensorShape, error) {
-	targets, err := planTargets(mcfg, c)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]TensorShape, 0, 2*len(targets))
-	for _, t := range targets {
-		out = append(out,
-			TensorShape{Name: t.Module + suffixA, Shape: []int{t.In, c.Rank}},
-			TensorShape{Name: t.Module + suffixB, Shape: []int{c.Rank, t.Out}})
-	}
-	return out, nil
-}
-
+// planTargets lists the linears an adapter built from c adapts on a model of config mcfg —
+// from the config alone, no weights — in target order (layer, then canonical key).
 func planTargets(mcfg *diffusiongemma.Config, c Config) ([]diffusiongemma.LoRATarget, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err

@@ -14,12 +14,34 @@ import (
 	"github.com/dgtune/dgtune/mx/mxtest"
 )
 
+// tensorShape names one adapter tensor and its shape.
+type tensorShape struct {
+	Name  string
+	Shape []int
+}
+
+// planTensors lists the tensors an adapter built from c has on a model of config mcfg, A before
+// B: "<module>.lora_a" [in, r] and "<module>.lora_b" [r, out].
+func planTensors(mcfg *diffusiongemma.Config, c Config) ([]tensorShape, error) {
+	targets, err := planTargets(mcfg, c)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]tensorShape, 0, 2*len(targets))
+	for _, t := range targets {
+		out = append(out,
+			tensorShape{Name: t.Module + suffixA, Shape: []int{t.In, c.Rank}},
+			tensorShape{Name: t.Module + suffixB, Shape: []int{c.Rank, t.Out}})
+	}
+	return out, nil
+}
+
 func TestPlanRealGeometry(t *testing.T) {
 	cfg, err := diffusiongemma.Preset(diffusiongemma.PresetReal)
 	if err != nil {
 		t.Fatal(err)
 	}
-	plan, err := Plan(cfg, DefaultConfig())
+	plan, err := planTensors(cfg, DefaultConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,9 +118,9 @@ func TestPlanErrors(t *testing.T) {
 		// tiny: layer 1 (the last) is full and has no v_proj.
 		{"selects nothing", Config{Rank: 4, Scale: 1, Keys: []string{"self_attn.v_proj"}, NumLayers: 1}, "select no linear"},
 	} {
-		_, err := Plan(cfg, tc.c)
+		_, err := planTargets(cfg, tc.c)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%s: Plan error = %v, want it to contain %q", tc.name, err, tc.want)
+			t.Errorf("%s: planTargets error = %v, want it to contain %q", tc.name, err, tc.want)
 		}
 	}
 }
@@ -326,7 +348,7 @@ func TestMountMismatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	smallPlan, err := Plan(small, Config{Rank: 4, Scale: 1})
+	smallPlan, err := planTensors(small, Config{Rank: 4, Scale: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

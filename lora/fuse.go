@@ -10,17 +10,6 @@ import (
 	"github.com/dgtune/dgtune/mx"
 )
 
-// Fuse folds f into the base weights of m (any LoRA layers mounted on m are ignored: the
-// bases under them are used) and returns a complete checkpoint tensor map for
-// diffusiongemma.WriteCheckpoint plus the config to write with it. See FuseTensors.
-func Fuse(m *diffusiongemma.Model, f *AdapterFile, dequantize bool) (map[string]*mx.Array, *diffusiongemma.Config, error) {
-	weights, err := checkpointTensors(m)
-	if err != nil {
-		return nil, nil, fmt.Errorf("lora: fuse: %w", err)
-	}
-	return FuseTensors(m.Config, weights, f, dequantize)
-}
-
 // FuseTensors folds f into a checkpoint's tensors (MLX layout) for config cfg:
 // W' = W + (scale·B)ᵀ·Aᵀ, both factors cast to W's dtype first as mlx-lm does. A quantized
 // module is dequantized, updated and re-quantized with its own bits and group size; with
@@ -128,57 +117,4 @@ func linearGeometry(cfg *diffusiongemma.Config) map[string][2]int {
 		}
 	}
 	return g
-}
-
-// checkpointTensors rebuilds a model's checkpoint tensor map (MLX layout) from its
-// arrays, reading the base linear under any mounted LoRA layer.
-func checkpointTensors(m *diffusiongemma.Model) (map[string]*mx.Array, error) {
-	out := map[string]*mx.Array{}
-	for name, p := range m.DenseTensors() {
-		if *p != nil {
-			out[name] = *p
-		}
-	}
-	quant := func(module string, q *diffusiongemma.Quantized) {
-		out[module+".weight"], out[module+".scales"], out[module+".biases"] = q.W, q.Scales, q.Biases
-	}
-	var problems []string
-	linear := func(module string, l diffusiongemma.Linear) {
-		switch b := unwrap(l).(type) {
-		case *diffusiongemma.Dense:
-			out[module+".weight"] = b.W
-		case *diffusiongemma.Quantized:
-			quant(module, b)
-		default:
-			problems = append(problems, fmt.Sprintf("%s: unsupported linear %T", module, b))
-		}
-	}
-	if m.Embed.Quant != nil {
-		quant(diffusiongemma.DecoderPrefix+".embed_tokens", m.Embed.Quant)
-	}
-	sc := diffusiongemma.DecoderPrefix + ".self_conditioning"
-	linear(sc+".gate_proj", m.SelfCond.Gate)
-	linear(sc+".up_proj", m.SelfCond.Up)
-	linear(sc+".down_proj", m.SelfCond.Down)
-	for _, l := range m.Layers {
-		p := diffusiongemma.LayerPrefix(l.Index) + "."
-		for key, lin := range map[string]diffusiongemma.Linear{
-			"self_attn.q_proj": l.Q, "self_attn.k_proj": l.K, "self_attn.v_proj": l.V, "self_attn.o_proj": l.O,
-			"mlp.gate_proj": l.Gate, "mlp.up_proj": l.Up, "mlp.down_proj": l.Down, "router.proj": l.RouterProj,
-		} {
-			if lin != nil {
-				linear(p+key, lin)
-			}
-		}
-		if q := l.GateUp.Quant; q != nil {
-			quant(p+"experts.gate_up_proj", q)
-		}
-		if q := l.Experts.Quant; q != nil {
-			quant(p+"experts.down_proj", q)
-		}
-	}
-	if len(problems) > 0 {
-		return nil, fmt.Errorf("%s", strings.Join(problems, "; "))
-	}
-	return out, nil
 }

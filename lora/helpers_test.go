@@ -13,6 +13,13 @@ import (
 // tinyModel builds the tiny preset with random weights (bits: "0", "4", "8", "mixed").
 func tinyModel(t *testing.T, e mx.Engine, bits string) *diffusiongemma.Model {
 	t.Helper()
+	m, _ := tinyCheckpoint(t, e, bits)
+	return m
+}
+
+// tinyCheckpoint is tinyModel and the checkpoint tensor map (MLX layout) it was built from.
+func tinyCheckpoint(t *testing.T, e mx.Engine, bits string) (*diffusiongemma.Model, map[string]*mx.Array) {
+	t.Helper()
 	cfg, err := diffusiongemma.Preset(diffusiongemma.PresetTiny)
 	if err != nil {
 		t.Fatal(err)
@@ -25,7 +32,7 @@ func tinyModel(t *testing.T, e mx.Engine, bits string) *diffusiongemma.Model {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return m
+	return m, w
 }
 
 // logits runs the training forward on a fixed prompt and canvas.

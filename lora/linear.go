@@ -162,17 +162,6 @@ func (l *Linear) dropout(x *mx.Array) *mx.Array {
 	return mx.MulScalar(mx.Multiply(x, keep), 1/(1-p))
 }
 
-// unwrap returns the innermost non-LoRA linear under l.
-func unwrap(l diffusiongemma.Linear) diffusiongemma.Linear {
-	for {
-		w, ok := l.(*Linear)
-		if !ok {
-			return l
-		}
-		l = w.Base
-	}
-}
-
 // delta is the dense update (scale·B)ᵀ·Aᵀ [out, in] in dtype dt. As mlx-lm's fuse, both
 // factors are cast to dt before the product.
 func delta(a, b *mx.Array, scale float64, dt mx.DType) *mx.Array {

@@ -47,20 +47,8 @@ func OpenCheckpoint(e Engine, dir string) (*Checkpoint, error) {
 	return &Checkpoint{e: e, st: c, path: dir}, nil
 }
 
-// OpenSafetensors opens one safetensors file for lazy loading onto e.
-func OpenSafetensors(e Engine, path string) (*Checkpoint, error) {
-	f, err := safetensors.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	return &Checkpoint{e: e, st: f, path: path}, nil
-}
-
 // Names lists the tensors, sorted.
 func (c *Checkpoint) Names() []string { return c.st.Names() }
-
-// Has reports whether the tensor exists.
-func (c *Checkpoint) Has(name string) bool { _, ok := c.st.Info(name); return ok }
 
 // Info returns a tensor's dtype and shape without reading it.
 func (c *Checkpoint) Info(name string) (DType, []int, error) {

@@ -125,7 +125,6 @@ func scalarLike(a *Array, v float64) *Array { return Scalar(a.e, v, a.DType()) }
 // AddScalar, MulScalar, ... apply a Python-style scalar, cast to a's dtype first
 // (MLX semantics: a bfloat16 array times 53.066 multiplies by bfloat16(53.066)).
 func AddScalar(a *Array, v float64) *Array { return Add(a, scalarLike(a, v)) }
-func SubScalar(a *Array, v float64) *Array { return Subtract(a, scalarLike(a, v)) }
 func MulScalar(a *Array, v float64) *Array { return Multiply(a, scalarLike(a, v)) }
 func DivScalar(a *Array, v float64) *Array { return Divide(a, scalarLike(a, v)) }
 

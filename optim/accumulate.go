@@ -69,19 +69,6 @@ func (a *Accumulator) Add(grads Params) error {
 	return nil
 }
 
-// Arrays returns the running sums, for a caller that wraps micro-steps in mx.Tidy to
-// return (keep) them. They are valid until the next Add or Reset.
-func (a *Accumulator) Arrays() []*mx.Array {
-	out := make([]*mx.Array, 0, len(a.sum))
-	for _, n := range a.sum.Names() {
-		out = append(out, a.sum[n])
-	}
-	return out
-}
-
-// Count is the number of Adds since the last Reset.
-func (a *Accumulator) Count() int { return a.n }
-
 // Average returns sum/Count as new arrays the caller owns. It does not reset.
 func (a *Accumulator) Average() (Params, error) {
 	if a.n == 0 {

@@ -96,12 +96,12 @@ func TestAccumulator(t *testing.T) {
 		for _, g := range grads {
 			g.Free()
 		}
-		if n := len(acc.Arrays()); n != 2 {
-			t.Fatalf("Arrays() has %d entries, want 2", n)
+		if n := len(acc.sum); n != 2 {
+			t.Fatalf("the accumulator holds %d sums, want 2", n)
 		}
 	}
-	if acc.Count() != 3 {
-		t.Fatalf("Count() = %d, want 3", acc.Count())
+	if acc.n != 3 {
+		t.Fatalf("%d Adds counted, want 3", acc.n)
 	}
 	avg, err := acc.Average()
 	if err != nil {
@@ -138,16 +138,16 @@ func TestAccumulator(t *testing.T) {
 						t.Errorf("error %q does not mention %q", err, w)
 					}
 				}
-				if acc.Count() != 3 {
-					t.Errorf("Count() = %d after a rejected Add", acc.Count())
+				if acc.n != 3 {
+					t.Errorf("%d Adds counted after a rejected Add", acc.n)
 				}
 			})
 		}
 	})
 
 	acc.Reset()
-	if acc.Count() != 0 {
-		t.Fatalf("Count() = %d after Reset", acc.Count())
+	if acc.n != 0 {
+		t.Fatalf("%d Adds counted after Reset", acc.n)
 	}
 	if _, err := acc.Average(); !errors.Is(err, ErrAccumulatorEmpty) {
 		t.Fatalf("Average() after Reset = %v", err)

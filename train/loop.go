@@ -31,6 +31,7 @@ var ErrNonFinite = errors.New("non-finite loss")
 type Options struct {
 	Log      io.Writer // progress and messages (stderr)
 	Terminal bool      // draw a progress bar instead of log lines
+	Verbose  bool      // print every resolved setting, not only those that differ from the defaults
 }
 
 // Result summarises a finished run.
@@ -77,12 +78,25 @@ func prepare(cfg config.Config, opt Options) (*run, error) {
 	if log == nil {
 		log = io.Discard
 	}
+	// Refuse before anything is loaded. overwrite only concerns a fresh start: with
+	// resume the run in adapter_path is continued (as HF Trainer's resume_from_checkpoint
+	// wins over overwrite_output_dir), so a config may set both.
+	if !cfg.Resume && !cfg.Overwrite {
+		if err := checkFreshStart(cfg.AdapterPath); err != nil {
+			return nil, err
+		}
+	}
 	s, err := Open(cfg)
 	if err != nil {
 		return nil, err
 	}
+	s.Log = log
 	if err := s.LoadData(); err != nil {
 		return nil, err
+	}
+	if cfg.EarlyStoppingPatience > 0 && (s.Dataset.Valid == nil || len(s.Dataset.Valid.Examples) == 0) {
+		return nil, fmt.Errorf("early_stopping_patience %d needs validation losses, but %s has no valid split (valid.jsonl or valid.parquet with examples); add one or set early_stopping_patience 0",
+			cfg.EarlyStoppingPatience, cfg.Data)
 	}
 	r := &run{s: s, cfg: cfg, log: log}
 	if r.train, err = s.Pairs(s.Dataset.Train); err != nil {
@@ -130,17 +144,22 @@ func prepare(cfg config.Config, opt Options) (*run, error) {
 	}
 	r.state = State{Seed: cfg.Seed, FineTuneType: cfg.FineTuneType, ParamFingerprints: fingerprints(r.params.Params())}
 	metrics := filepath.Join(cfg.AdapterPath, MetricsFile)
+	resumed := false
 	if cfg.Resume {
-		if err := r.resume(); err != nil {
+		if resumed, err = r.resume(); err != nil {
 			return nil, err
 		}
-	} else {
-		// A fresh run must not leave an older run's state behind: a later --resume would
-		// otherwise pick it up if this run died before its first checkpoint.
-		for _, name := range []string{MetricsFile, StateFile, StateJSON, BestAdapterFile} {
-			if err := os.Remove(filepath.Join(cfg.AdapterPath, name)); err != nil && !os.IsNotExist(err) {
-				return nil, err
-			}
+	}
+	if !resumed {
+		// A fresh run must not leave an older run's files behind: its numbered
+		// checkpoints would mix with this run's, and a later --resume would pick up its
+		// state if this run died before its first checkpoint.
+		n, err := clearRun(cfg.AdapterPath)
+		if err != nil {
+			return nil, err
+		}
+		if n > 0 {
+			fmt.Fprintf(log, "deleted %d file(s) of an earlier run in %s\n", n, cfg.AdapterPath)
 		}
 	}
 	if err := truncateMetrics(metrics, r.state.Step); err != nil {
@@ -154,7 +173,19 @@ func prepare(cfg config.Config, opt Options) (*run, error) {
 	if err := r.writeAdapterConfig(); err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(log, "resolved config:\n%s", FormatConfig(cfg))
+	if opt.Verbose {
+		fmt.Fprintf(log, "resolved config:\n%s", FormatConfig(cfg))
+	} else if changed := FormatChanged(cfg); changed != "" {
+		fmt.Fprintf(log, "resolved config (settings that differ from the defaults; --verbose for all, %s has every one):\n%s", AdapterConfig, changed)
+	} else {
+		fmt.Fprintf(log, "resolved config: all defaults\n")
+	}
+	if note := scheduleNote(cfg); note != "" {
+		fmt.Fprintln(log, note)
+	}
+	if cfg.EarlyStoppingPatience > 0 && cfg.StepsPerEval == 0 {
+		fmt.Fprintf(log, "note: early_stopping_patience %d with steps_per_eval 0 validates only at the start and the end, so it cannot stop a run early\n", cfg.EarlyStoppingPatience)
+	}
 	fmt.Fprintf(log, "model %s (%s engine); %d train / %d valid examples; trainable parameters: %d (%.3f%% of %d)\n",
 		cfg.Model, s.Engine.Name(), len(r.train), len(r.val), countParams(r.params.Params()),
 		100*float64(countParams(r.params.Params()))/float64(modelParams(s.Model)), modelParams(s.Model))
@@ -176,11 +207,11 @@ func newOptimizer(cfg config.Config, params map[string]*mx.Array) (optim.Optimiz
 	oc := cfg.OptimizerConfig
 	switch cfg.Optimizer {
 	case "adamw", "adam":
-		c := optim.AdamWDefaults(cfg.LearningRate)
+		// mlx's Adam defaults; AdamW adds the configured weight decay.
+		c := optim.AdamDefaults(cfg.LearningRate)
 		c.Betas = [2]float64{oc.Betas[0], oc.Betas[1]}
 		c.Eps, c.BiasCorrection = oc.Eps, oc.BiasCorrection
 		if cfg.Optimizer == "adam" {
-			c.WeightDecay = 0
 			return optim.NewAdam(optim.Params(params), c)
 		}
 		c.WeightDecay = oc.WeightDecay
@@ -201,33 +232,41 @@ func fingerprints(p map[string]*mx.Array) []string {
 	return out
 }
 
-func (r *run) resume() error {
+// resume loads the training state in adapter_path and reports whether there was one.
+func (r *run) resume() (bool, error) {
 	st, params, opt, err := loadState(r.s.Engine, r.cfg.AdapterPath)
 	if errors.Is(err, errNoState) {
 		fmt.Fprintf(r.log, "resume: nothing to resume in %s; starting from scratch\n", r.cfg.AdapterPath)
-		return nil
+		return false, nil
 	}
 	if err != nil {
-		return err
+		return false, err
 	}
 	if st.FineTuneType != r.state.FineTuneType || fmt.Sprint(st.ParamFingerprints) != fmt.Sprint(r.state.ParamFingerprints) {
-		return fmt.Errorf("resume: the training state in %s is for different parameters (fine_tune_type %s, %d tensors); change adapter_path or match the config", r.cfg.AdapterPath, st.FineTuneType, len(st.ParamFingerprints))
+		return false, fmt.Errorf("resume: the training state in %s is for different parameters (fine_tune_type %s, %d tensors); change adapter_path or match the config", r.cfg.AdapterPath, st.FineTuneType, len(st.ParamFingerprints))
 	}
 	if st.Seed != r.cfg.Seed {
-		return fmt.Errorf("resume: the training state in %s used seed %d, the config says %d", r.cfg.AdapterPath, st.Seed, r.cfg.Seed)
+		return false, fmt.Errorf("resume: the training state in %s used seed %d, the config says %d", r.cfg.AdapterPath, st.Seed, r.cfg.Seed)
 	}
 	if err := r.params.SetParams(params); err != nil {
-		return fmt.Errorf("resume: %w", err)
+		return false, fmt.Errorf("resume: %w", err)
 	}
 	if err := r.opt.LoadState(opt, st.OptimizerStep); err != nil {
-		return fmt.Errorf("resume: %w", err)
+		return false, fmt.Errorf("resume: %w", err)
 	}
 	if err := r.it.Seek(st.Position); err != nil {
-		return fmt.Errorf("resume: %w", err)
+		return false, fmt.Errorf("resume: %w", err)
 	}
 	r.state = st
+	note, err := checkStateCopy(r.cfg.AdapterPath, st)
+	if err != nil {
+		return false, fmt.Errorf("resume: %w", err)
+	}
+	if note != "" {
+		fmt.Fprintf(r.log, "resume: %s\n", note)
+	}
 	fmt.Fprintf(r.log, "resume: continuing from step %d in %s\n", st.Step, r.cfg.AdapterPath)
-	return nil
+	return true, nil
 }
 
 // loop is evaluate → step → report → save, until the last step or a signal.
@@ -254,16 +293,15 @@ func (r *run) loop(ctx context.Context) (*Result, error) {
 			return nil, err
 		}
 		if math.IsNaN(loss) || math.IsInf(loss, 0) {
-			return nil, fmt.Errorf("%w at step %d (loss %v); the last good checkpoint is kept in %s", ErrNonFinite, step, loss, r.cfg.AdapterPath)
+			return nil, fmt.Errorf("%w at step %d (loss %v); %s", ErrNonFinite, step, loss, r.keptCheckpoints())
 		}
 		r.state.Step = step
 		r.state.LearningRate = lr
 		r.state.TrainedTokens += tokens
 		r.state.Window = append(r.state.Window, loss)
 		pace.add(tokens)
-		res.FinalLoss = loss
 		if step%r.cfg.StepsPerReport == 0 || step == r.total {
-			r.report(step, lr, &pace)
+			res.FinalLoss = r.report(step, lr, &pace)
 		}
 		stop := false
 		if (r.cfg.StepsPerEval > 0 && step%r.cfg.StepsPerEval == 0) || step == r.total {
@@ -278,6 +316,10 @@ func (r *run) loop(ctx context.Context) (*Result, error) {
 			}
 		}
 		if stop {
+			if len(r.state.Window) > 0 {
+				// Close the window, so the final loss is the mean the last log line shows.
+				res.FinalLoss = r.report(step, lr, &pace)
+			}
 			fmt.Fprintf(r.log, "early stopping at step %d: no better val loss in %d evaluations\n", step, r.cfg.EarlyStoppingPatience)
 			break
 		}
@@ -313,9 +355,9 @@ func (m *meter) add(tokens int64) {
 	m.tokens += tokens
 }
 
-// report sends the mean loss of the window and this process's rates, then opens a new
-// window.
-func (r *run) report(step int, lr float64, pace *meter) {
+// report sends the mean loss of the window and this process's rates, opens a new window
+// and returns the mean.
+func (r *run) report(step int, lr float64, pace *meter) float64 {
 	el := time.Since(pace.start).Seconds()
 	mean := 0.0
 	for _, l := range r.state.Window {
@@ -323,13 +365,18 @@ func (r *run) report(step int, lr float64, pace *meter) {
 	}
 	mean /= float64(len(r.state.Window))
 	ips := float64(pace.steps) / el
-	r.reporter.Train(TrainReport{
+	rep := TrainReport{
 		Iteration: step, TrainLoss: mean, LearningRate: lr, ItersPerSecond: ips,
 		TokensPerSecond: float64(pace.tokens) / el, TrainedTokens: r.state.TrainedTokens,
 		PeakMemory: PeakRSS(), ETASeconds: float64(r.total-step) / ips,
-	})
+	}
+	if m, ok := mx.Memory(r.s.Engine); ok {
+		rep.Engine = &EngineMemory{Active: m.Active, Peak: m.Peak, Cache: m.Cache}
+	}
+	r.reporter.Train(rep)
 	r.state.Window = nil
 	*pace = meter{start: time.Now()}
+	return mean
 }
 
 // step runs grad_accumulation_steps micro-batches and one optimizer update, returning
@@ -455,14 +502,14 @@ func (r *run) validate(step int) (bool, error) {
 	r.lastVal = loss
 	r.reporter.Val(ValReport{Iteration: step, ValLoss: loss, Examples: n, Seconds: time.Since(start).Seconds()})
 	if math.IsNaN(loss) || math.IsInf(loss, 0) {
-		return false, fmt.Errorf("%w: validation loss %v at step %d", ErrNonFinite, loss, step)
+		return false, fmt.Errorf("%w: validation loss %v at step %d; %s", ErrNonFinite, loss, step, r.keptCheckpoints())
 	}
 	if r.state.BestValLoss == nil || loss < *r.state.BestValLoss {
 		best := loss
 		r.state.BestValLoss = &best
 		r.state.EvalsSinceBest = 0
 		// Step 0 counts too: if training never beats the initial adapter, that is the best.
-		if err := r.saveWeights(filepath.Join(r.cfg.AdapterPath, BestAdapterFile)); err != nil {
+		if err := r.saveWeights(BestAdapterFile); err != nil {
 			return false, err
 		}
 		return false, nil
@@ -496,17 +543,16 @@ func ValidationLoss(s *Session, pairs []data.Pair, seed uint64) float64 {
 
 // save writes the latest weights, a numbered copy when asked, and the training state.
 func (r *run) save(step int, numbered bool) error {
-	dir := r.cfg.AdapterPath
-	if err := r.saveWeights(filepath.Join(dir, r.weightsFile())); err != nil {
+	if err := r.saveWeights(r.weightsFile()); err != nil {
 		return err
 	}
 	if numbered {
-		if err := r.saveWeights(filepath.Join(dir, fmt.Sprintf("%07d_%s", step, r.weightsFile()))); err != nil {
+		if err := r.saveWeights(fmt.Sprintf("%07d_%s", step, r.weightsFile())); err != nil {
 			return err
 		}
 	}
 	r.state.OptimizerStep = r.opt.Step()
-	return saveState(dir, r.state, r.params.Params(), r.opt.State())
+	return saveState(r.cfg.AdapterPath, r.state, r.params.Params(), r.opt.State())
 }
 
 func (r *run) weightsFile() string {
@@ -516,16 +562,23 @@ func (r *run) weightsFile() string {
 	return AdapterFile
 }
 
-// saveWeights writes the trained arrays. A full fine-tune writes a complete checkpoint
-// (config, generation config and tokenizer copied), loadable as a base model.
-func (r *run) saveWeights(path string) error {
-	params := r.params.Params()
-	if r.cfg.FineTuneType == "full" {
-		if err := copyCheckpointFiles(r.cfg.Model, filepath.Dir(path)); err != nil {
-			return err
+// saveWeights writes the trained arrays to name under adapter_path. An adapter goes
+// through package lora's writer (the file every loader reads); a full fine-tune writes a
+// complete checkpoint (config, generation config and tokenizer copied), loadable as a
+// base model.
+func (r *run) saveWeights(name string) error {
+	dir := r.cfg.AdapterPath
+	if a, ok := r.params.(*lora.Adapter); ok {
+		if name == lora.AdaptersFile {
+			return lora.Save(dir, a, nil)
 		}
+		return lora.SaveTensors(filepath.Join(dir, name), a, nil)
 	}
-	if err := mx.SaveSafetensors(path, params, map[string]string{"format": "mlx"}); err != nil {
+	if err := copyCheckpointFiles(r.cfg.Model, dir); err != nil {
+		return err
+	}
+	path := filepath.Join(dir, name)
+	if err := mx.SaveSafetensors(path, r.params.Params(), map[string]string{"format": "mlx"}); err != nil {
 		return fmt.Errorf("save %s: %w", path, err)
 	}
 	return nil

@@ -22,8 +22,30 @@ type TrainReport struct {
 	ItersPerSecond  float64 `json:"iterations_per_second"`
 	TokensPerSecond float64 `json:"tokens_per_second"`
 	TrainedTokens   int64   `json:"trained_tokens"`
-	PeakMemory      int64   `json:"peak_memory_bytes"`
+	PeakMemory      int64   `json:"peak_memory_bytes"` // the process's peak resident set size (0 where unknown)
 	ETASeconds      float64 `json:"eta_seconds"`
+	// Engine is the engine allocator's own counters (the mlx engine: MLX's active, peak and
+	// cache memory), nil for an engine that allocates on Go's heap.
+	Engine *EngineMemory `json:"engine_memory,omitempty"`
+}
+
+// EngineMemory is mx.MemoryStats as reported.
+type EngineMemory struct {
+	Active int64 `json:"active_bytes"`
+	Peak   int64 `json:"peak_bytes"`
+	Cache  int64 `json:"cache_bytes"`
+}
+
+// memoryText is a report's memory: peak RSS, then the engine's counters when it has them.
+func memoryText(r TrainReport) string {
+	s := "peak " + humanBytes(r.PeakMemory)
+	if r.PeakMemory == 0 {
+		s = "peak RSS n/a"
+	}
+	if m := r.Engine; m != nil {
+		s += fmt.Sprintf(" (engine peak %s, active %s, cache %s)", humanBytes(m.Peak), humanBytes(m.Active), humanBytes(m.Cache))
+	}
+	return s
 }
 
 // ValReport is one validation pass.
@@ -152,11 +174,11 @@ func newConsoleReporter(w io.Writer, tty bool, start, total int) *consoleReporte
 
 func (c *consoleReporter) Train(r TrainReport) {
 	c.last = r
-	line := fmt.Sprintf("iter %d/%d  loss %.4f  lr %.3g  %.2f it/s  %.0f tok/s  peak %s  eta %s",
+	line := fmt.Sprintf("iter %d/%d  loss %.4f  lr %.3g  %.2f it/s  %.0f tok/s  %s  eta %s",
 		r.Iteration, c.total, r.TrainLoss, r.LearningRate, r.ItersPerSecond, r.TokensPerSecond,
-		humanBytes(r.PeakMemory), (time.Duration(r.ETASeconds) * time.Second).String())
+		memoryText(r), (time.Duration(r.ETASeconds) * time.Second).String())
 	if c.bar != nil {
-		c.bar.Describe(fmt.Sprintf("loss %.4f lr %.2g %.0f tok/s peak %s", r.TrainLoss, r.LearningRate, r.TokensPerSecond, humanBytes(r.PeakMemory)))
+		c.bar.Describe(fmt.Sprintf("loss %.4f lr %.2g %.0f tok/s %s", r.TrainLoss, r.LearningRate, r.TokensPerSecond, memoryText(r)))
 		c.bar.Set(r.Iteration)
 		return
 	}
@@ -186,22 +208,4 @@ func humanBytes(n int64) string {
 		return strconv.FormatFloat(float64(n)/(1<<20), 'f', 1, 64) + "MiB"
 	}
 	return strconv.FormatInt(n>>10, 10) + "KiB"
-}
-
-// PeakRSS reads the process's peak resident set size (VmHWM) on Linux; 0 elsewhere.
-func PeakRSS() int64 {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			f := strings.Fields(rest)
-			if len(f) > 0 {
-				kb, _ := strconv.ParseInt(f[0], 10, 64)
-				return kb << 10
-			}
-		}
-	}
-	return 0
 }

@@ -1,13 +1,12 @@
 package train
 
 import (
-	"encoding/json"
-	"github.com/dgtune/dgtune/internal/atomicfile"
 	"path/filepath"
+
+	"gopkg.in/yaml.v3"
 
 	"github.com/dgtune/dgtune/config"
 	"github.com/dgtune/dgtune/lora"
-	"gopkg.in/yaml.v3"
 )
 
 // Purposes of derived seeds: every random stream of a run has its own.
@@ -79,26 +78,18 @@ func splitKey(k string) []string {
 	return append(out, k[start:])
 }
 
-// writeAdapterConfig writes adapter_config.json: mlx-lm/optiq's fields plus the whole
-// resolved training config under "training".
+// writeAdapterConfig writes adapter_config.json with package lora's writer: mlx-lm/optiq's
+// fields plus the whole resolved training config under "training".
+//
+// base_model is the model's absolute path, so that eval and export find it from any
+// working directory.
 func writeAdapterConfig(c config.Config) error {
-	ac := map[string]any{
-		"fine_tune_type": c.FineTuneType,
-		"model_type":     "diffusion_gemma",
-		"base_model":     c.Model,
-		"num_layers":     c.NumLayers,
-		"lora_parameters": map[string]any{
-			"rank": c.LoRAParameters.Rank, "scale": c.LoRAParameters.Scale,
-			"dropout": c.LoRAParameters.Dropout, "keys": c.LoRAParameters.Keys,
-		},
-		"training": toMap(c),
+	base := c.Model
+	if abs, err := filepath.Abs(base); err == nil {
+		base = abs
 	}
-	if c.LoRAParameters.Encoder == lora.EncoderModeSeparate {
-		ac["lora_parameters"].(map[string]any)["encoder"] = lora.EncoderModeSeparate
-	}
-	b, err := json.MarshalIndent(ac, "", "  ")
-	if err != nil {
-		return err
-	}
-	return atomicfile.WriteFile(filepath.Join(c.AdapterPath, AdapterConfig), append(b, '\n'))
+	ac := lora.NewAdapterConfig(LoRAConfig(c), base)
+	ac.FineTuneType = c.FineTuneType
+	ac.Extra = map[string]any{"training": toMap(c)}
+	return lora.WriteConfig(c.AdapterPath, ac)
 }

@@ -2,9 +2,11 @@ package train
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/dgtune/dgtune/config"
 	"github.com/dgtune/dgtune/data"
@@ -26,6 +28,8 @@ type Session struct {
 	Objective objective.Objective
 	Dataset   *data.Dataset
 	Encoder   data.Encoder
+	// Log receives notes about the data (rows skipped under skip_bad_rows); nil discards.
+	Log io.Writer
 }
 
 // Open loads the model, tokenizer and data named by cfg.
@@ -81,10 +85,40 @@ func DataOptions(c config.Config) data.Options {
 	}
 }
 
-// Pairs tokenizes a split.
+// Pairs tokenizes a split. Under skip_bad_rows it says how many rows were skipped (bad
+// rows and rows whose target encodes to nothing) and why the first were.
 func (s *Session) Pairs(split *data.Split) ([]data.Pair, error) {
-	pairs, _, err := data.Tokenize(split, s.Encoder, DataOptions(s.Config))
-	return pairs, err
+	pairs, stats, err := data.Tokenize(split, s.Encoder, DataOptions(s.Config))
+	if err != nil {
+		return nil, err
+	}
+	if note := SkipNote(split, stats); note != "" && s.Log != nil {
+		fmt.Fprintln(s.Log, note)
+	}
+	return pairs, nil
+}
+
+// SkipNote describes the rows of split that were skipped, by the reader and by
+// tokenization, or is "" when none were.
+func SkipNote(split *data.Split, tokenized data.Stats) string {
+	n := split.Stats.Skipped + tokenized.Skipped
+	if n == 0 {
+		return ""
+	}
+	reasons := append(slices.Clone(split.Stats.Reasons), tokenized.Reasons...)
+	note := fmt.Sprintf("data: %s: skipped %d of %d rows (skip_bad_rows)", filepath.Base(split.Path), n, split.Stats.Rows)
+	const show = 3
+	for i, r := range reasons[:min(show, len(reasons))] {
+		sep := "; "
+		if i == 0 {
+			sep = ": "
+		}
+		note += sep + strings.TrimPrefix(r.Error(), "data: ")
+	}
+	if n > show {
+		note += fmt.Sprintf("; and %d more", n-show)
+	}
+	return note
 }
 
 // ObjectiveFor resolves the loss options, taking t_min/t_max from the checkpoint's
@@ -162,6 +196,14 @@ func NewEncoder(c config.Config, tok *tokenizer.Tokenizer, mc *dg.Config) (data.
 		if len(target) > c.MaxCanvas {
 			target = target[:c.MaxCanvas]
 		}
+		for _, part := range []struct {
+			name string
+			ids  []int32
+		}{{"prompt", prompt}, {"completion", target}} {
+			if err := checkVocab(part.name, part.ids, mc.TextConfig.VocabSize); err != nil {
+				return nil, nil, err
+			}
+		}
 		if c.EOSFill {
 			if len(target) < c.MaxCanvas {
 				target = append(target, turnEnd)
@@ -172,6 +214,18 @@ func NewEncoder(c config.Config, tok *tokenizer.Tokenizer, mc *dg.Config) (data.
 		}
 		return prompt, target, nil
 	}, nil
+}
+
+// checkVocab checks that every id of ids indexes the model's embedding: a tokenizer from
+// another checkpoint produces ids the model cannot look up, which the engine would only
+// notice mid-training.
+func checkVocab(part string, ids []int32, vocab int) error {
+	for i, id := range ids {
+		if id < 0 || int(id) >= vocab {
+			return fmt.Errorf("token id %d (position %d of the %s) is outside the model's vocabulary of %d: is tokenizer.json from another checkpoint?", id, i, part, vocab)
+		}
+	}
+	return nil
 }
 
 // expandImages turns each <|image|> placeholder of prompt into the image block of the

@@ -3,6 +3,7 @@ package train
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -162,14 +163,29 @@ func TestResumeAfterKill(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(rc.AdapterPath, AdapterFile), readBytes(t, filepath.Join(cfg.AdapterPath, "0000008_"+AdapterFile)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-
-	if _, err := Run(context.Background(), rc, Options{}); err != nil {
+	// A kill between the two renames of a checkpoint: the readable copy is a step behind.
+	st, err := ReadState(rc.AdapterPath)
+	if err != nil || st.Step != 6 {
+		t.Fatalf("ReadState: step %d, %v; want 6", st.Step, err)
+	}
+	stale := st
+	stale.Step = 5
+	if err := writeStateJSON(rc.AdapterPath, stale); err != nil {
 		t.Fatal(err)
+	}
+
+	var log strings.Builder
+	if _, err := Run(context.Background(), rc, Options{Log: &log}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(log.String(), "training_state.json said step 5 but training_state.safetensors holds step 6") ||
+		!strings.Contains(log.String(), "continuing from step 6") {
+		t.Errorf("log does not report the stale copy:\n%s", log.String())
 	}
 	if got := lossSeq(readMetrics(t, rc.AdapterPath)); !slices.Equal(got, want) {
 		t.Errorf("metrics differ:\nresumed:       %v\nuninterrupted: %v", got, want)
 	}
-	for _, f := range []string{AdapterFile, BestAdapterFile, StateFile} {
+	for _, f := range []string{AdapterFile, BestAdapterFile, StateFile, StateJSON} {
 		if string(readBytes(t, filepath.Join(rc.AdapterPath, f))) != string(readBytes(t, filepath.Join(cfg.AdapterPath, f))) {
 			t.Errorf("%s differs from the uninterrupted run's", f)
 		}
@@ -182,6 +198,9 @@ func TestResumeNothingToResume(t *testing.T) {
 	cfg := resumeConfig(t, dir)
 	cfg.Iters = 2
 	cfg.Resume = true
+	if _, err := ReadState(cfg.AdapterPath); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("ReadState of an empty adapter_path: %v, want fs.ErrNotExist", err)
+	}
 	var log strings.Builder
 	res, err := Run(context.Background(), cfg, Options{Log: &log})
 	if err != nil {
@@ -213,10 +232,14 @@ func TestOutputs(t *testing.T) {
 	}
 	// The tiny model has 13 adapted linears (7 on the sliding layer, 6 on the full one);
 	// at rank 4 that is 4·Σ(in+out) trainable scalars.
-	for _, want := range []string{"resolved config:", "learning_rate: 0.01", "trainable parameters:"} {
+	// Only what differs from the defaults is printed (adapter_config.json has it all).
+	for _, want := range []string{"resolved config (settings that differ from the defaults", "learning_rate: 0.01", "trainable parameters:"} {
 		if !strings.Contains(log.String(), want) {
 			t.Errorf("log lacks %q:\n%s", want, log.String())
 		}
+	}
+	if strings.Contains(log.String(), "optimizer: adamw") {
+		t.Errorf("log prints the default optimizer:\n%s", log.String())
 	}
 	e := mxtest.Go(t)
 	f, err := lora.LoadDir(e, cfg.AdapterPath)

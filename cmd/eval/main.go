@@ -3,10 +3,8 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -23,7 +21,7 @@ func main() { os.Exit(cli.Main(newCommand(), os.Args[1:], os.Stdout, os.Stderr))
 func newCommand() *cobra.Command {
 	var adapterDir, split, jsonPath, prompt string
 	cmd := &cobra.Command{
-		Use:   "eval [--adapter DIR] [--config FILE] [--model DIR] [--data DIR] [--split test] [--json FILE]",
+		Use:   "eval [--adapter DIR|FILE] [--config FILE] [--model DIR] [--data DIR] [--split test] [--json FILE]",
 		Short: "Score the base model, or base and adapter side by side, on a held-out split",
 		Long: "Held-out denoising loss and canvas-token accuracy at fixed noise levels, and generation metrics\n" +
 			"with the denoising sampler (exact match, token F1, denoising steps, tokens/s). Base and adapter see\n" +
@@ -37,17 +35,25 @@ func newCommand() *cobra.Command {
 			if cmd.Flags().Changed("split") {
 				cfg.Eval.Split = split
 			}
+			if adapterDir != "" {
+				if _, err := os.Stat(adapterDir); err != nil {
+					return fmt.Errorf("--adapter %q: not found", adapterDir)
+				}
+			}
 			if cfg.Model == "" && adapterDir != "" {
-				cfg.Model = baseFromAdapter(adapterDir)
+				if cfg.Model, err = cli.ResolveBase(adapterDir, cli.RecordedBase(adapterDir)); err != nil {
+					return err
+				}
 			}
 			s, err := train.Open(cfg)
 			if err != nil {
 				return err
 			}
 			log := cmd.ErrOrStderr()
+			s.Log = log
 			var adapter *lora.AdapterFile
 			if adapterDir != "" {
-				if adapter, err = lora.LoadDir(s.Engine, adapterDir); err != nil {
+				if adapter, err = cli.LoadAdapter(s.Engine, "--adapter", adapterDir); err != nil {
 					return err
 				}
 				// Check the adapter against the model now, not after the base run.
@@ -116,31 +122,11 @@ func newCommand() *cobra.Command {
 	}
 	cli.AddConfigFlags(cmd)
 	f := cmd.Flags()
-	f.StringVar(&adapterDir, "adapter", "", "adapter directory (adapters.safetensors or adapter_model.safetensors + adapter_config.json)")
+	f.StringVar(&adapterDir, "adapter", "", "adapter directory (adapters.safetensors or adapter_model.safetensors + adapter_config.json), or one adapter file of a run (best_adapters.safetensors, 0000100_adapters.safetensors)")
 	f.StringVar(&split, "split", "test", "data split to evaluate (same as --eval.split)")
 	f.StringVar(&jsonPath, "json", "", "also write the numbers and per-example results as JSON")
 	f.StringVar(&prompt, "prompt", "", "generate an answer to this user message instead of scoring a split")
 	return cmd
-}
-
-// baseFromAdapter reads base_model from an adapter's config so that `eval --adapter DIR`
-// works without --model.
-func baseFromAdapter(dir string) string {
-	b, err := os.ReadFile(filepath.Join(dir, "adapter_config.json"))
-	if err != nil {
-		return ""
-	}
-	var ac struct {
-		BaseModel string `json:"base_model"`
-		PEFTBase  string `json:"base_model_name_or_path"`
-	}
-	if json.Unmarshal(b, &ac) != nil {
-		return ""
-	}
-	if ac.BaseModel != "" {
-		return ac.BaseModel
-	}
-	return ac.PEFTBase
 }
 
 func samples(s *train.Session, cases []evaluate.Case, base, adapted *evaluate.Metrics, n int) []evaluate.Sample {

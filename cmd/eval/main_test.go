@@ -269,7 +269,11 @@ func TestEvalBadInput(t *testing.T) {
 		{"no test split", []string{"--model", model, "--data", noTest}, "no test.jsonl or test.parquet"},
 		{"missing model", []string{"--model", filepath.Join(dir, "nope"), "--data", dataDir}, "config.json"},
 		{"missing adapter", []string{"--model", model, "--adapter", filepath.Join(dir, "nope"), "--data", dataDir},
+			`--adapter "` + filepath.Join(dir, "nope") + `": not found`},
+		{"empty adapter directory", []string{"--model", model, "--adapter", emptyData, "--data", dataDir},
 			"neither adapters.safetensors nor adapter_model.safetensors"},
+		{"adapter file not safetensors", []string{"--model", model, "--adapter", filepath.Join(emptyData, "train.jsonl"), "--data", dataDir},
+			"want an adapter directory or a .safetensors adapter file"},
 		{"missing data", []string{"--model", model, "--adapter", adapter, "--data", filepath.Join(dir, "nope")}, "not found"},
 		{"no model", []string{"--data", dataDir}, "no model"},
 	}

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/dgtune/dgtune/internal/cli"
 	"github.com/dgtune/dgtune/lora"
 	dg "github.com/dgtune/dgtune/model/diffusiongemma"
 	"github.com/dgtune/dgtune/mx"
@@ -40,18 +41,21 @@ const (
 // config.json is copied verbatim unless --dequantize changed the quantization map; the
 // tokenizer, generation config and every other side file are copied. Before the result is
 // moved into place it is loaded back with the normal loader and compared with base+adapter
-// on a seeded probe input.
-func (x *exporter) fuse(adapterDir string, dequantize bool) error {
+// on a seeded probe input; a difference that is large next to the logits or to what the
+// adapter itself does is reported as a warning.
+//
+// The base is --model, or the adapter's base_model. A --model that is not the adapter's
+// base_model (another directory, while the recorded one exists) is refused unless
+// forceBase: a base of the same geometry with other weights fuses without any error and
+// gives a model that is neither.
+func (x *exporter) fuse(adapterDir string, dequantize, forceBase bool) error {
 	f, err := loadAdapter(x.e, adapterDir)
 	if err != nil {
 		return err
 	}
-	modelDir := x.model
-	if modelDir == "" {
-		modelDir = f.Config.BaseModel
-	}
-	if modelDir == "" {
-		return errors.New("--fuse needs --model: the adapter's config names no base_model")
+	modelDir, err := x.fuseBase(adapterDir, f.Config.BaseModel, forceBase)
+	if err != nil {
+		return err
 	}
 	cfg, err := dg.LoadConfig(modelDir)
 	if err != nil {
@@ -109,7 +113,7 @@ func (x *exporter) fuse(adapterDir string, dequantize bool) error {
 		}
 	}
 
-	diff, scale, err := x.probe(modelDir, st.tmp, f)
+	diff, scale, effect, err := x.probe(modelDir, st.tmp, f)
 	if err != nil {
 		return err
 	}
@@ -125,9 +129,58 @@ func (x *exporter) fuse(adapterDir string, dequantize bool) error {
 	}
 	fmt.Fprintf(x.stdout, "fused %s (%d modules, rank %d, scale %g) into %s; wrote %s (%s)\n",
 		adapterDir, len(f.Modules), f.Rank(), f.Scale(), modelDir, x.out, how)
-	fmt.Fprintf(x.stdout, "probe (%d prompt + %d canvas ids, seed %d): max |logit| difference fused vs base+adapter %.6g (max |logit| %.6g)\n",
-		probePrompt, probeCanvasLen(cfg), x.seed, diff, scale)
+	fmt.Fprintf(x.stdout, "probe (%d prompt + %d canvas ids, seed %d): max |logit| difference fused vs base+adapter %.6g (max |logit| %.6g; the adapter moves logits by up to %.6g)\n",
+		probePrompt, probeCanvasLen(cfg), x.seed, diff, scale, effect)
+	if w := fuseWarning(diff, scale, effect, cfg.Quantization != nil && !dequantize); w != "" {
+		fmt.Fprintln(x.stderr, w)
+	}
 	return nil
+}
+
+// Warning thresholds of a fuse's probe difference: a tenth of the largest logit, or half
+// of what the adapter itself changes. Exact fuses (unquantized or --dequantize) differ by
+// float rounding, ~1e-5 of the logits.
+const (
+	warnOfScale  = 0.1
+	warnOfEffect = 0.5
+)
+
+// fuseWarning is the warning for a fused model that is far from base+adapter, or "".
+func fuseWarning(diff, scale, effect float64, requantized bool) string {
+	if diff <= warnOfScale*scale && diff <= warnOfEffect*effect {
+		return ""
+	}
+	w := fmt.Sprintf("warning: the fused model's logits differ from base+adapter by up to %.4g (the largest logit is %.4g, the adapter itself moves logits by up to %.4g)", diff, scale, effect)
+	if requantized {
+		w += ": re-quantizing the adapted modules lost much of the adapter; --dequantize stores them unquantized and exact, or ship the adapter instead of a fused model"
+	}
+	return w
+}
+
+// fuseBase is the checkpoint to fuse into: --model when given, checked against the
+// adapter's recorded base_model, else the recorded one (resolved as eval does).
+func (x *exporter) fuseBase(adapter, recorded string, force bool) (string, error) {
+	if x.model == "" {
+		if recorded == "" {
+			return "", errors.New("--fuse needs --model: the adapter's config names no base_model")
+		}
+		return cli.ResolveBase(adapter, recorded)
+	}
+	if recorded == "" || force {
+		return x.model, nil
+	}
+	resolved, err := cli.ResolveBase(adapter, recorded)
+	if errors.Is(err, cli.ErrBaseNotFound) {
+		fmt.Fprintf(x.stderr, "note: the adapter's base_model %s is not on this machine; cannot check that --model %s is that base\n", recorded, x.model)
+		return x.model, nil
+	}
+	if err != nil {
+		return "", err
+	}
+	if !cli.SameDir(resolved, x.model) {
+		return "", fmt.Errorf("--model %s is not the adapter's base_model %s: fusing into another base of the same shape gives a model that is neither; pass --force-base if it is the same model in another place", x.model, recorded)
+	}
+	return x.model, nil
 }
 
 // fuseTensors is lora.FuseTensors computed in float32 and stored in the checkpoint's
@@ -254,31 +307,34 @@ func sameQuantization(a, b *dg.Quantization) bool {
 
 // probe loads the base with the adapter mounted and the fused checkpoint in dir (with the
 // normal loader), runs both on the same seeded input and returns the largest absolute
-// logit difference and the largest absolute logit of base+adapter.
-func (x *exporter) probe(baseDir, fusedDir string, f *lora.AdapterFile) (diff, scale float64, err error) {
+// logit difference, the largest absolute logit of base+adapter, and the adapter's own
+// effect (the largest difference between base+adapter and the base alone).
+func (x *exporter) probe(baseDir, fusedDir string, f *lora.AdapterFile) (diff, scale, effect float64, err error) {
 	base, err := dg.Load(x.e, baseDir, dg.LoadOptions{})
 	if err != nil {
-		return 0, 0, fmt.Errorf("probe: base model: %w", err)
+		return 0, 0, 0, fmt.Errorf("probe: base model: %w", err)
 	}
+	prompt, canvas := probeInput(base.Config, x.seed)
+	plain := forward(base, prompt, canvas)
 	if _, err := lora.Mount(base, f); err != nil {
-		return 0, 0, fmt.Errorf("probe: %w", err)
+		return 0, 0, 0, fmt.Errorf("probe: %w", err)
 	}
 	fused, err := dg.Load(x.e, fusedDir, dg.LoadOptions{})
 	if err != nil {
-		return 0, 0, fmt.Errorf("probe: the fused checkpoint does not load: %w", err)
+		return 0, 0, 0, fmt.Errorf("probe: the fused checkpoint does not load: %w", err)
 	}
-	prompt, canvas := probeInput(base.Config, x.seed)
 	want := forward(base, prompt, canvas)
 	got := forward(fused, prompt, canvas)
 	for i := range want {
 		d := math.Abs(float64(got[i]) - float64(want[i]))
 		if math.IsNaN(d) || math.IsInf(d, 0) {
-			return 0, 0, fmt.Errorf("probe: non-finite logits at %d (fused %v, base+adapter %v)", i, got[i], want[i])
+			return 0, 0, 0, fmt.Errorf("probe: non-finite logits at %d (fused %v, base+adapter %v)", i, got[i], want[i])
 		}
 		diff = max(diff, d)
 		scale = max(scale, math.Abs(float64(want[i])))
+		effect = max(effect, math.Abs(float64(want[i])-float64(plain[i])))
 	}
-	return diff, scale, nil
+	return diff, scale, effect, nil
 }
 
 func forward(m *dg.Model, prompt, canvas []int32) []float32 {

@@ -38,13 +38,14 @@ type options struct {
 	out        string
 	fuse       bool
 	dequantize bool
+	forceBase  bool
 	merge      bool
 }
 
 func newCommand() *cobra.Command {
 	var o options
 	cmd := &cobra.Command{
-		Use:   "export (--adapter DIR --format peft|mlx | --adapter DIR --fuse [--dequantize] | --merge A B) --out DIR",
+		Use:   "export (--adapter DIR|FILE --format peft|mlx | --adapter DIR|FILE --fuse [--dequantize] | --merge A B) --out DIR",
 		Short: "Export a LoRA adapter as HF PEFT files, fuse it into its base checkpoint, or merge two adapters",
 		Long: "--format peft writes adapter_model.safetensors and a PEFT adapter_config.json (lora_alpha = scale·rank);\n" +
 			"--format mlx writes the mlx-lm/optiq layout (also a way to convert a PEFT adapter back).\n" +
@@ -52,7 +53,9 @@ func newCommand() *cobra.Command {
 			"re-quantized with their own bits and group size unless --dequantize) and prints the largest logit\n" +
 			"difference between the fused model and base+adapter on a seeded probe input.\n" +
 			"--merge A B concatenates two adapters along the rank axis (exact).\n" +
-			"The adapter defaults to adapter_path; the base model to model, or the adapter's base_model.",
+			"An adapter is a directory or one adapter file of a run (best_adapters.safetensors, 0000100_adapters.safetensors).\n" +
+			"The adapter defaults to adapter_path; the base model to model, or the adapter's base_model. --fuse refuses a\n" +
+			"--model that is not the adapter's base_model unless --force-base.",
 		Args: func(cmd *cobra.Command, args []string) error {
 			if o.merge {
 				if len(args) != 2 {
@@ -83,7 +86,7 @@ func newCommand() *cobra.Command {
 			case o.merge:
 				err = x.merge(args[0], args[1], o.format)
 			case o.fuse:
-				err = x.fuse(o.adapter, o.dequantize)
+				err = x.fuse(o.adapter, o.dequantize, o.forceBase)
 			default:
 				err = x.convert(o.adapter, o.format)
 			}
@@ -95,12 +98,13 @@ func newCommand() *cobra.Command {
 	}
 	cli.AddConfigFlags(cmd)
 	f := cmd.Flags()
-	f.StringVar(&o.adapter, "adapter", "", "adapter directory (adapters.safetensors or adapter_model.safetensors + adapter_config.json); default adapter_path")
+	f.StringVar(&o.adapter, "adapter", "", "adapter directory (adapters.safetensors or adapter_model.safetensors + adapter_config.json) or one adapter file of a run; default adapter_path")
 	f.StringVar(&o.format, "format", "", "adapter layout to write: peft or mlx (with --merge, default mlx)")
 	f.StringVar(&o.out, "out", "", "output directory (must not exist, or be empty)")
 	f.BoolVar(&o.fuse, "fuse", false, "fold the adapter into the base weights and write a complete checkpoint")
 	f.BoolVar(&o.dequantize, "dequantize", false, "with --fuse: store the adapted modules unquantized instead of re-quantizing them")
-	f.BoolVar(&o.merge, "merge", false, "merge the two adapter directories given as arguments into one")
+	f.BoolVar(&o.forceBase, "force-base", false, "with --fuse: fuse into --model even when it is not the adapter's base_model")
+	f.BoolVar(&o.merge, "merge", false, "merge the two adapters (directories or files) given as arguments into one")
 	return cmd
 }
 
@@ -116,6 +120,8 @@ func (o *options) check(cmd *cobra.Command) error {
 		return errors.New("--merge takes its two adapters as arguments, not --adapter")
 	case o.dequantize && !o.fuse:
 		return errors.New("--dequantize only applies to --fuse")
+	case o.forceBase && !o.fuse:
+		return errors.New("--force-base only applies to --fuse")
 	case o.fuse && o.format != "":
 		return errors.New("--format does not apply to --fuse (it writes a checkpoint, not an adapter)")
 	case o.merge && o.format == "":
@@ -129,14 +135,7 @@ func (o *options) check(cmd *cobra.Command) error {
 	return nil
 }
 
-// loadAdapter reads an adapter directory, naming the flag in the error.
-func loadAdapter(e mx.Engine, dir string) (*lora.AdapterFile, error) {
-	st, err := os.Stat(dir)
-	if err != nil {
-		return nil, fmt.Errorf("adapter directory %q: not found", dir)
-	}
-	if !st.IsDir() {
-		return nil, fmt.Errorf("adapter %q is not a directory", dir)
-	}
-	return lora.LoadDir(e, dir)
+// loadAdapter reads an adapter directory or file (cli.LoadAdapter).
+func loadAdapter(e mx.Engine, path string) (*lora.AdapterFile, error) {
+	return cli.LoadAdapter(e, "adapter", path)
 }

@@ -135,7 +135,7 @@ func mustRun(t *testing.T, args ...string) string {
 	return out
 }
 
-var probeLine = regexp.MustCompile(`max \|logit\| difference fused vs base\+adapter (\S+) \(max \|logit\| (\S+)\)`)
+var probeLine = regexp.MustCompile(`max \|logit\| difference fused vs base\+adapter (\S+) \(max \|logit\| (\S+); the adapter moves logits by up to (\S+)\)`)
 
 // reportedDiff parses the probe line of a fuse run.
 func reportedDiff(t *testing.T, stdout string) (diff, scale float64) {
@@ -538,19 +538,24 @@ func TestBadInput(t *testing.T) {
 		args   []string
 		stderr string
 	}{
-		{"fuse another geometry", []string{"--adapter", otherAd, "--model", model, "--fuse"},
+		{"fuse another geometry", []string{"--adapter", otherAd, "--model", model, "--fuse", "--force-base"},
 			"mlp.gate_proj.lora_b: adapter [2 96], model wants [2 128]"},
+		{"fuse into another base", []string{"--adapter", ad, "--model", noTok, "--fuse"},
+			"--model " + noTok + " is not the adapter's base_model " + model + ": fusing into another base of the same shape gives a model that is neither; pass --force-base"},
+		{"force-base without fuse", []string{"--adapter", ad, "--format", "peft", "--force-base"}, "--force-base only applies to --fuse"},
+		{"adapter file not safetensors", []string{"--adapter", filepath.Join(ad, lora.ConfigFile), "--format", "peft"},
+			"want an adapter directory or a .safetensors adapter file"},
 		{"peft another geometry", []string{"--adapter", otherAd, "--model", model, "--format", "peft"},
 			"does not fit the model"},
 		{"merge another geometry", []string{"--merge", ad, otherAd},
 			"disagree on module shapes"},
 		{"missing adapter", []string{"--adapter", filepath.Join(dir, "nope"), "--format", "peft"},
-			`adapter directory "` + filepath.Join(dir, "nope") + `": not found`},
+			`adapter "` + filepath.Join(dir, "nope") + `": not found`},
 		{"adapter without config", []string{"--adapter", noCfg, "--format", "peft"},
 			"neither adapter_config.json nor optiq_lora_config.json"},
-		{"missing model", []string{"--adapter", ad, "--model", filepath.Join(dir, "nope"), "--fuse"},
+		{"missing model", []string{"--adapter", ad, "--model", filepath.Join(dir, "nope"), "--fuse", "--force-base"},
 			"config.json"},
-		{"model without tokenizer", []string{"--adapter", ad, "--model", noTok, "--fuse"},
+		{"model without tokenizer", []string{"--adapter", ad, "--model", noTok, "--fuse", "--force-base"},
 			"has no tokenizer.json"},
 		{"out not empty", []string{"--adapter", ad, "--format", "peft", "--out", full},
 			"exists and is not empty"},

@@ -21,8 +21,8 @@ func mkmodelCommand() *cobra.Command {
 		Use:   "mkmodel --preset tiny|small|bench|real --seed N [--bits 0|4|8|mixed] [--tokenizer bpe|bytes] [--vision] --out DIR",
 		Short: "Write a synthetic DiffusionGemma checkpoint in the MLX layout",
 		Long: "Write a synthetic checkpoint: config.json (nested layout), generation_config.json, model.safetensors\n" +
-			"(MLX affine packing when quantized) and tokenizer.json. --preset real writes only the configs and prints\n" +
-			"the parameter count: its 26B weights are never materialised. --vision adds a tiny vision tower\n" +
+			"(MLX affine packing when quantized) and tokenizer.json. --preset real writes only the configs (with the\n" +
+			"quantization map of --bits) and prints the parameter count: its 26B weights are never materialised. --vision adds a tiny vision tower\n" +
 			"(hidden 32, 2 layers, 16 soft tokens per image) to the synthetic presets; real always has its tower.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -55,7 +55,22 @@ func mkmodelCommand() *cobra.Command {
 				}
 			}
 			if preset == dg.PresetReal {
-				return dg.WriteCheckpoint(out, cfg, nil, nil)
+				// Config only, but with the quantization map --bits asks for (as Synthesize
+				// writes it for the other presets), so that estimates and loaders see a
+				// quantized checkpoint's geometry.
+				q, err := dg.QuantizationPolicy(cfg, bits)
+				if err != nil {
+					return err
+				}
+				cfg.Quantization = q
+				if q != nil {
+					cfg.TextConfig.Dtype = "bfloat16"
+				}
+				if err := dg.WriteCheckpoint(out, cfg, nil, nil); err != nil {
+					return err
+				}
+				fmt.Fprintf(w, "wrote %s (config only, bits %s)\n", out, bits)
+				return nil
 			}
 			lines := tokenizer.SyntheticCorpus()
 			if corpus != "" {

@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -42,8 +44,51 @@ func TestMkmodelReal(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "model.safetensors")); !os.IsNotExist(err) {
 		t.Fatalf("real preset wrote weights (stat err %v)", err)
 	}
-	if _, err := dg.LoadConfig(dir); err != nil {
+	c, err := dg.LoadConfig(dir)
+	if err != nil {
 		t.Fatalf("written config does not load: %v", err)
+	}
+	if c.Quantization != nil {
+		t.Errorf("--bits 0 (the default) wrote a quantization map %+v", c.Quantization)
+	}
+}
+
+// TestMkmodelRealBits: --preset real honours --bits in the config it writes (still no
+// weights), so probe estimate --model on it predicts the 4-bit checkpoint — the same as
+// --preset real --bits 4 — instead of the float32 one (about 94 GiB of weights).
+func TestMkmodelRealBits(t *testing.T) {
+	for _, bits := range []string{dg.Bits4, dg.Bits8, dg.BitsMixed} {
+		dir := t.TempDir()
+		out := mustProbe(t, "mkmodel", "--preset", "real", "--bits", bits, "--out", dir)
+		if !strings.Contains(out, "wrote "+dir+" (config only, bits "+bits+")") {
+			t.Errorf("output %q", out)
+		}
+		if _, err := os.Stat(filepath.Join(dir, "model.safetensors")); !os.IsNotExist(err) {
+			t.Fatalf("real preset wrote weights (stat err %v)", err)
+		}
+		c, err := dg.LoadConfig(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := dg.QuantizationPolicy(c, bits)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Quantization == nil || c.Quantization.Bits != want.Bits || c.Quantization.GroupSize != 64 || len(c.Quantization.Modules) != len(want.Modules) {
+			t.Errorf("bits %s: quantization %+v, want %+v", bits, c.Quantization, want)
+		}
+		args := []string{"--rank", "8", "--prompt-len", "512", "--canvas-len", "256"}
+		fromModel := mustProbe(t, append([]string{"estimate", "--model", dir}, args...)...)
+		fromPreset := mustProbe(t, append([]string{"estimate", "--preset", "real", "--bits", bits}, args...)...)
+		if fromModel != fromPreset {
+			t.Errorf("bits %s: estimate --model differs from --preset real --bits:\n%s\n%s", bits, fromModel, fromPreset)
+		}
+		if bits == dg.Bits4 && !strings.Contains(fromModel, "14.7 GiB") {
+			t.Errorf("4-bit real weights not 14.7 GiB:\n%s", fromModel)
+		}
+	}
+	if _, _, code := probe(t, "mkmodel", "--preset", "real", "--bits", "3", "--out", t.TempDir()); code != 1 {
+		t.Errorf("--bits 3 on real: exit %d, want 1", code)
 	}
 }
 
@@ -187,6 +232,22 @@ func TestBenchJSON(t *testing.T) {
 	for _, k := range []string{"tokens_per_sec", "ms_per_step", "peak_rss_bytes", "trainable_params", "backend"} {
 		if _, ok := r[k]; !ok {
 			t.Errorf("bench JSON lacks %q", k)
+		}
+	}
+	// The timing fields are measured, so only their consistency is exact: tokens/s is
+	// (N+L)·steps over the timed seconds and ms/step is those seconds over steps, so
+	// tokens/s · ms/step = 1000·(N+L) = 16000.
+	tps, _ := r["tokens_per_sec"].(float64)
+	ms, _ := r["ms_per_step"].(float64)
+	if !(tps > 0) || !(ms > 0) || math.Abs(tps*ms-16000) > 1e-6*16000 {
+		t.Errorf("tokens_per_sec %v, ms_per_step %v: want both positive with product 1000·(8+8) = 16000", r["tokens_per_sec"], r["ms_per_step"])
+	}
+	if rss, _ := r["peak_rss_bytes"].(float64); runtime.GOOS == "linux" && rss < 1<<20 {
+		t.Errorf("peak_rss_bytes %v: a Go process that loaded a model holds more than 1 MiB", r["peak_rss_bytes"])
+	}
+	for k, want := range map[string]float64{"prompt_len": 8, "canvas_len": 8, "steps": 2, "rank": 4} {
+		if r[k] != want {
+			t.Errorf("%s = %v, want %v", k, r[k], want)
 		}
 	}
 	// Rank 4 on the tiny model, Σ 4·(in+out): the sliding layer's q 64+64, k 64+32, v 64+32,

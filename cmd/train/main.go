@@ -30,7 +30,8 @@ func newCommand() *cobra.Command {
 				return err
 			}
 			jsonPath, _ := cmd.Flags().GetString("json")
-			res, err := train.Run(cmd.Context(), cfg, train.Options{Log: cmd.ErrOrStderr(), Terminal: cli.IsTerminal(cmd.ErrOrStderr())})
+			verbose, _ := cmd.Flags().GetBool("verbose")
+			res, err := train.Run(cmd.Context(), cfg, train.Options{Log: cmd.ErrOrStderr(), Terminal: cli.IsTerminal(cmd.ErrOrStderr()), Verbose: verbose})
 			if errors.Is(err, train.ErrInterrupted) {
 				return &cli.ExitError{Code: cli.InterruptCode(cmd.Context()), Err: err}
 			}
@@ -42,6 +43,7 @@ func newCommand() *cobra.Command {
 	}
 	cli.AddConfigFlags(cmd)
 	cmd.Flags().String("json", "", "also write the result as JSON to this file")
+	cmd.Flags().Bool("verbose", false, "print every resolved setting at start, not only those that differ from the defaults")
 	return cmd
 }
 
@@ -50,7 +52,7 @@ func printResult(w io.Writer, r *train.Result, jsonPath string) error {
 		fmt.Fprintf(w, "already trained %d steps; nothing to do (adapter in %s)\n", r.Steps, r.AdapterPath)
 		return writeResultJSON(r, jsonPath)
 	}
-	line := fmt.Sprintf("trained %d steps: final train loss %.4f", r.Steps, r.FinalLoss)
+	line := fmt.Sprintf("trained %d steps: final train loss %.4f (mean since the last report)", r.Steps, r.FinalLoss)
 	if r.FinalValLoss != nil {
 		line += fmt.Sprintf(", val loss %.4f", *r.FinalValLoss)
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dgtune/dgtune/config"
 	"github.com/dgtune/dgtune/internal/cli"
 	dg "github.com/dgtune/dgtune/model/diffusiongemma"
 	"github.com/dgtune/dgtune/mx"
@@ -105,7 +106,7 @@ func TestTrainCommand(t *testing.T) {
 		t.Errorf("stdout %q", stdout)
 	}
 	// Not a terminal: plain lines, one per report, after the resolved config.
-	for _, want := range []string{"resolved config:", "iters: 3", "trainable parameters:", "iter 1/3  loss ", "iter 3/3  loss ", "iter 0: val loss", "iter 3: val loss"} {
+	for _, want := range []string{"resolved config (settings that differ from the defaults", "iters: 3", "trainable parameters:", "iter 1/3  loss ", "iter 3/3  loss ", "iter 0: val loss", "iter 3: val loss"} {
 		if !strings.Contains(stderr, want) {
 			t.Errorf("stderr lacks %q:\n%s", want, stderr)
 		}
@@ -132,7 +133,7 @@ func TestPrecedence(t *testing.T) {
 	if code, stdout, stderr := runMain("--config", cfg); code != 0 || !strings.HasPrefix(stdout, "trained 2 steps") {
 		t.Errorf("env over file: exit %d, %q %s", code, stdout, stderr)
 	}
-	if code, stdout, stderr := runMain("--config", cfg, "--iters", "1"); code != 0 || !strings.HasPrefix(stdout, "trained 1 steps") {
+	if code, stdout, stderr := runMain("--config", cfg, "--iters", "1", "--overwrite"); code != 0 || !strings.HasPrefix(stdout, "trained 1 steps") {
 		t.Errorf("flag over env: exit %d, %q %s", code, stdout, stderr)
 	}
 }
@@ -169,7 +170,8 @@ func TestBadInput(t *testing.T) {
 		{"yaml syntax", "seed: [1\n", nil, "cfg.yaml"},
 		{"bad choice", "optimizer: lion\n", nil, `optimizer "lion"`},
 		{"bad flag value", "", []string{"--iters", "abc"}, `invalid argument "abc"`},
-		{"unknown flag", "", []string{"--itres", "3"}, "unknown flag: --itres"},
+		{"unknown flag", "", []string{"--itres", "3"}, "unknown flag: --itres (did you mean --iters?)"},
+		{"flag with underscores", "", []string{"--learning_rate", "3"}, "unknown flag: --learning_rate (did you mean --learning-rate?)"},
 		{"positional argument", "", []string{"extra"}, "unknown command"},
 		{"missing data dir", "", []string{"--data", filepath.Join(f.dir, "nope")}, "nope"},
 		{"empty train split", "", []string{"--data", emptyData}, "train.jsonl has no examples"},
@@ -201,4 +203,58 @@ func TestBadInput(t *testing.T) {
 			t.Errorf("exit %d, stderr %q", code, stderr)
 		}
 	})
+}
+
+// TestBadEnvironment: a mistyped DGTUNE_ variable and a bad value are errors naming the
+// variable, before anything is loaded.
+func TestBadEnvironment(t *testing.T) {
+	f := newFixture(t)
+	cfg := f.config(t, "")
+	for env, want := range map[string]string{
+		"DGTUNE_LERNING_RATE": "environment variable DGTUNE_LERNING_RATE is not a setting (did you mean DGTUNE_LEARNING_RATE?)",
+		"DGTUNE_BATCH_SIZE":   `DGTUNE_BATCH_SIZE="two": batch_size wants a whole number`,
+	} {
+		t.Run(env, func(t *testing.T) {
+			value := "1e-3"
+			if env == "DGTUNE_BATCH_SIZE" {
+				value = "two"
+			}
+			t.Setenv(env, value)
+			code, stdout, stderr := runMain("--config", cfg)
+			if code != 1 || stdout != "" || !strings.HasPrefix(stderr, "train: ") || !strings.Contains(stderr, want) || strings.Count(stderr, "\n") != 1 {
+				t.Errorf("exit %d, stdout %q, stderr %q; want 1 and one line with %q", code, stdout, stderr, want)
+			}
+		})
+	}
+}
+
+// TestHelp: --help lists every config key as a flag with its default, the schedules by
+// name (step_decay too) and what lr_schedule.arguments[0] means.
+func TestHelp(t *testing.T) {
+	code, stdout, _ := runMain("--help")
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	for _, want := range []string{"--lr-schedule.name", "step_decay", "initial rate first (it replaces learning_rate)",
+		"--overwrite", "--resume", "--verbose", "--eval.noise-levels", `(default "adamw")`} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("--help lacks %q", want)
+		}
+	}
+	for _, k := range config.Keys() {
+		if n := "--" + config.FlagName(k); !strings.Contains(stdout, n+" ") && !strings.Contains(stdout, n+"[=true|false]") {
+			t.Errorf("--help lacks --%s", config.FlagName(k))
+		}
+	}
+}
+
+// TestVerboseFlag: the resolved config shows the defaults only with --verbose.
+func TestVerboseFlag(t *testing.T) {
+	f := newFixture(t)
+	cfg := f.config(t, "")
+	_, _, quiet := runMain("--config", cfg, "--iters", "1")
+	_, _, loud := runMain("--config", cfg, "--iters", "1", "--overwrite", "--verbose")
+	if strings.Contains(quiet, "optimizer: adamw") || !strings.Contains(loud, "optimizer: adamw") {
+		t.Errorf("default optimizer shown without --verbose (%v) or missing with it (%v)", strings.Contains(quiet, "optimizer: adamw"), strings.Contains(loud, "optimizer: adamw"))
+	}
 }

@@ -125,27 +125,3 @@ func EncodePrompt(tok Encoder, msgs []Message, addGenerationPrompt bool) ([]int3
 	}
 	return ids, nil
 }
-
-// SplitForTraining splits a conversation into the prompt (every message before the last
-// assistant/model message) and the completion (that message's content, untrimmed: it is
-// the training target as written). A conversation without an assistant message, or with
-// messages after the last one, has no well-defined target and is an error.
-func SplitForTraining(msgs []Message) (prompt []Message, completion string, err error) {
-	last := -1
-	for i, m := range msgs {
-		role, ok := roleWord(m.Role)
-		if !ok {
-			return nil, "", fmt.Errorf("chat: message %d: unknown role %q (want system, user, assistant or model)", i, m.Role)
-		}
-		if role == "model" {
-			last = i
-		}
-	}
-	if last < 0 {
-		return nil, "", fmt.Errorf("chat: no assistant message to train on among %d messages", len(msgs))
-	}
-	if last != len(msgs)-1 {
-		return nil, "", fmt.Errorf("chat: %d message(s) after the last assistant message (index %d) would be neither prompt nor target", len(msgs)-1-last, last)
-	}
-	return msgs[:last:last], msgs[last].Content, nil
-}

@@ -245,57 +245,11 @@ func TestEncodePromptErrors(t *testing.T) {
 	}
 }
 
-func TestSplitForTraining(t *testing.T) {
-	conv := []Message{
-		{"system", "s"},
-		{"user", "q1"},
-		{"assistant", "a1"},
-		{"user", "q2"},
-		{"model", " a2\n"},
-	}
-	prompt, completion, err := SplitForTraining(conv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !slices.Equal(prompt, conv[:4]) || completion != " a2\n" {
-		t.Errorf("SplitForTraining = %v, %q; want the first 4 messages and \" a2\\n\"", prompt, completion)
-	}
-	// Appending to the prompt must not overwrite the caller's target message.
-	_ = append(prompt, Message{"user", "x"})
-	if conv[4].Content != " a2\n" {
-		t.Error("appending to the prompt overwrote the conversation")
-	}
-
-	prompt, completion, err = SplitForTraining([]Message{{"assistant", "only"}})
-	if err != nil || len(prompt) != 0 || completion != "only" {
-		t.Errorf("SplitForTraining(assistant only) = %v, %q, %v", prompt, completion, err)
-	}
-
-	bad := []struct {
-		name string
-		msgs []Message
-		msg  string
-	}{
-		{"empty", nil, "no assistant message"},
-		{"no assistant", []Message{{"user", "q"}}, "no assistant message"},
-		{"turn after target", []Message{{"user", "q"}, {"assistant", "a"}, {"user", "q2"}}, "after the last assistant message"},
-		{"unknown role", []Message{{"user", "q"}, {"bot", "a"}}, `message 1: unknown role "bot"`},
-	}
-	for _, c := range bad {
-		if _, _, err := SplitForTraining(c.msgs); err == nil || !strings.Contains(err.Error(), c.msg) {
-			t.Errorf("%s: SplitForTraining error = %v, want it to mention %q", c.name, err, c.msg)
-		}
-	}
-}
-
-// The training split's prompt renders with the generation prompt like any other prompt.
-func TestSplitThenEncode(t *testing.T) {
+// A training prompt (the turns before the target) renders with the generation prompt
+// like any other prompt.
+func TestTrainingPromptEncode(t *testing.T) {
 	tok := byteOnly(t)
-	prompt, _, err := SplitForTraining([]Message{{"user", "hi"}, {"assistant", "yo"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ids, err := EncodePrompt(tok, prompt, true)
+	ids, err := EncodePrompt(tok, []Message{{"user", "hi"}}, true)
 	if err != nil {
 		t.Fatal(err)
 	}

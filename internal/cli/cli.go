@@ -14,6 +14,7 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"golang.org/x/term"
 
 	"github.com/dgtune/dgtune/config"
@@ -99,10 +100,27 @@ func IsTerminal(w io.Writer) bool {
 	return ok && term.IsTerminal(int(f.Fd()))
 }
 
-// AddConfigFlags adds --config and one flag per config key.
+// AddConfigFlags adds --config and one flag per config key the command uses (by its
+// name: train takes every key, eval and export their own; see config.Uses). It also makes
+// an unknown flag's error suggest the nearest flag.
 func AddConfigFlags(cmd *cobra.Command) {
-	cmd.Flags().String("config", "", "YAML config file (keys as in configs/lora.yaml)")
-	config.BindFlags(cmd.Flags())
+	cmd.Flags().String("config", "", "YAML config file (keys as in configs/lora.yaml; every command reads all of it)")
+	config.BindFlagsFor(cmd.Flags(), cmd.Name())
+	cmd.SetFlagErrorFunc(suggestFlag)
+}
+
+// suggestFlag adds "did you mean --x?" to pflag's "unknown flag: --y".
+func suggestFlag(cmd *cobra.Command, err error) error {
+	name, ok := strings.CutPrefix(err.Error(), "unknown flag: --")
+	if !ok {
+		return err
+	}
+	var names []string
+	cmd.Flags().VisitAll(func(f *pflag.Flag) { names = append(names, f.Name) })
+	if s, ok := config.Suggest(name, names); ok {
+		return fmt.Errorf("%w (did you mean --%s?)", err, s)
+	}
+	return err
 }
 
 // LoadConfig resolves the config of cmd: its --config file, DGTUNE_* environment and

@@ -3,7 +3,6 @@ package diffusiongemma_test
 import (
 	"fmt"
 	"math/rand/v2"
-	"runtime"
 	"strings"
 	"testing"
 
@@ -142,9 +141,12 @@ func TestGradCheckpointMatchesPlain(t *testing.T) {
 	})
 }
 
-// TestGradCheckpointSavesMemory measures the go engine's live heap while a gradient
-// pass of the small preset holds its forward graph: with checkpointing only each
-// layer's inputs stay alive, without it every layer's activations do.
+// TestGradCheckpointSavesMemory measures the go engine's peak live heap over a whole
+// gradient pass of the small preset (forward and backward): with checkpointing only each
+// layer's inputs stay alive through the forward, and the backward recomputes one layer at
+// a time; without it every layer's activations are alive when the backward starts. The
+// peak is sampled at every collection, with the collector running after each 2% of heap
+// growth, so it is the live heap at the step's high-water mark to within a few percent.
 func TestGradCheckpointSavesMemory(t *testing.T) {
 	if testing.Short() {
 		t.Skip("forward and backward of the small preset")
@@ -160,26 +162,27 @@ func TestGradCheckpointSavesMemory(t *testing.T) {
 		canvas[i] = int32(11 + i*17%4000)
 	}
 	args := paramArgs(a)
-	live := func(on bool) uint64 {
+	measure := func(on bool) (afterForward, peak uint64, samples int) {
 		m.GradCheckpoint = on
 		base := heapInUse()
-		var held uint64
-		mx.ValueAndGrad(adapterLoss(m, a, [][]int32{prompt}, canvas, func() { held = heapInUse() - base }))(args)
-		return held
+		baseLive := liveHeapMetric() // what heapInUse's collections found live
+		peak, samples = peakLiveHeap(func() {
+			mx.ValueAndGrad(adapterLoss(m, a, [][]int32{prompt}, canvas, func() { afterForward = heapInUse() - base }))(args)
+		})
+		if samples < 10 {
+			t.Fatalf("only %d collections sampled the heap", samples)
+		}
+		return afterForward, peak - baseLive, samples
 	}
-	off, on := live(false), live(true)
-	t.Logf("live heap after the forward of small (prompt %d, canvas %d, rank 4): %.1f MiB without checkpointing, %.1f MiB with (%.0f%%)",
-		len(prompt), len(canvas), float64(off)/(1<<20), float64(on)/(1<<20), 100*float64(on)/float64(off))
-	if on >= off {
-		t.Errorf("checkpointing holds %d bytes after the forward, not less than %d without", on, off)
+	offFwd, off, n1 := measure(false)
+	onFwd, on, n2 := measure(true)
+	mib := func(n uint64) float64 { return float64(n) / (1 << 20) }
+	t.Logf("small (prompt %d, canvas %d, rank 4): live heap after the forward %.1f MiB → %.1f MiB with checkpointing; peak of the step %.1f MiB → %.1f MiB (%.0f%%; %d and %d collections sampled)",
+		len(prompt), len(canvas), mib(offFwd), mib(onFwd), mib(off), mib(on), 100*float64(on)/float64(off), n1, n2)
+	if onFwd >= offFwd {
+		t.Errorf("checkpointing holds %d bytes after the forward, not less than %d without", onFwd, offFwd)
 	}
-}
-
-// heapInUse is the heap in use once everything unreachable has been collected.
-func heapInUse() uint64 {
-	var s runtime.MemStats
-	runtime.GC()
-	runtime.GC()
-	runtime.ReadMemStats(&s)
-	return s.HeapInuse
+	if 2*on >= off {
+		t.Errorf("checkpointing peaks at %d bytes over the step, not under half of %d without", on, off)
+	}
 }

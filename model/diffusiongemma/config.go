@@ -703,7 +703,7 @@ func defaultConfig() Config {
 }
 
 // UnmarshalJSON reads either layout (§1.1): text fields from "text_config" when present,
-// otherwise from the top level; both over the §1.2 defaults. It only decodes: ParseConfig also
+// otherwise from the top level; both over the §1.2 defaults. It only decodes: LoadConfig also
 // derives and validates.
 func (c *Config) UnmarshalJSON(b []byte) error {
 	var keys map[string]json.RawMessage
@@ -740,19 +740,6 @@ func (c *Config) UnmarshalJSON(b []byte) error {
 func present(keys map[string]json.RawMessage, k string) bool {
 	raw, ok := keys[k]
 	return ok && !bytes.Equal(bytes.TrimSpace(raw), []byte("null"))
-}
-
-// ParseConfig parses config.json bytes in either layout, derives the defaulted fields and
-// validates the result. The generation config is the embedded one, or the §1.5 defaults.
-func ParseConfig(data []byte) (*Config, error) {
-	c, err := parseConfig(data)
-	if err != nil {
-		return nil, fmt.Errorf("diffusiongemma: parse config.json: %w", err)
-	}
-	if err := c.Validate(); err != nil {
-		return nil, err
-	}
-	return c, nil
 }
 
 func parseConfig(data []byte) (*Config, error) {

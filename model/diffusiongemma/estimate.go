@@ -103,24 +103,12 @@ type MemoryItem struct {
 	Bytes       int64
 }
 
-// Errors of EstimateMemory's arguments.
+// Errors of Estimate's arguments.
 var (
 	ErrEstimateConfig  = errors.New("diffusiongemma: estimate: no config")
 	ErrEstimateLengths = errors.New("diffusiongemma: estimate: bad token counts")
 	ErrEstimateRank    = errors.New("diffusiongemma: estimate: bad LoRA rank")
 )
-
-// EstimateMemory predicts the peak memory of one LoRA training step of cfg on the go
-// engine (float32 compute, RetainGraph, GOGC 100) with the given base quantization (nil:
-// cfg's), LoRA rank and keys (nil: the default seven, on all layers), N prompt and L canvas
-// tokens.
-func EstimateMemory(cfg *Config, q *Quantization, rank int, keys []string, promptLen, canvasLen int) (MemoryEstimate, error) {
-	return EstimateOptions{
-		Quantization: q, Rank: rank, Keys: keys, NumLayers: -1,
-		PromptLen: promptLen, CanvasLen: canvasLen,
-		DType: mx.Float32, Retention: RetainGraph, GCPercent: 100,
-	}.Estimate(cfg)
-}
 
 // Estimate predicts the peak memory of one LoRA training step of cfg.
 func (o EstimateOptions) Estimate(cfg *Config) (MemoryEstimate, error) {
@@ -423,16 +411,16 @@ func (c *actCounter) layerPass(g passGeom, i, s, n int, encoder, kvOnly bool) {
 	c.f32(actExperts, false, s*h)
 	c.f32(actExperts, false, s*k*h)
 	if g.denseExperts {
-		c.f32(actExperts, true, s*k*2*im*h) // the gathered gate_up matrices
-		c.f32(actExperts, false, s*k*2*im*h)
+		// Take(W, idx) gathers each row's gate_up matrix, untraced (W is a constant) and
+		// garbage once transposed; the transposed copy is the matmul's input and stays.
+		c.f32(actExperts, true, s*k*2*im*h)
 	}
 	c.f32(actExperts, false, s*k*2*im)
 	c.f32(actExperts, true, 2*s*k*im) // gate and up slices
 	c.gelu(actExperts, s*k*im, true)
 	c.f32(actExperts, false, s*k*im)
 	if g.denseExperts {
-		c.f32(actExperts, true, s*k*h*im) // the gathered down matrices
-		c.f32(actExperts, false, s*k*h*im)
+		c.f32(actExperts, true, s*k*h*im) // the gathered down matrices, transposed (as above)
 	}
 	c.f32(actExperts, true, s*k*h)  // expert outputs
 	c.f32(actExperts, false, s*k*h) // ·weights

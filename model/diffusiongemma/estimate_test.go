@@ -24,6 +24,13 @@ func preset(t *testing.T, name string) *dg.Config {
 	return cfg
 }
 
+// goStep describes a rank-8 step with the default keys on all layers as the go engine
+// runs it: float32 compute, the whole graph retained, GOGC 100.
+func goStep(q *dg.Quantization, promptLen, canvasLen int) dg.EstimateOptions {
+	return dg.EstimateOptions{Quantization: q, Rank: 8, NumLayers: -1, PromptLen: promptLen, CanvasLen: canvasLen,
+		DType: mx.Float32, Retention: dg.RetainGraph, GCPercent: 100}
+}
+
 func policy(t *testing.T, cfg *dg.Config, p string) *dg.Quantization {
 	t.Helper()
 	q, err := dg.QuantizationPolicy(cfg, p)
@@ -144,16 +151,16 @@ func TestEstimateActivationsOneLayer(t *testing.T) {
 			t.Errorf("%s: Activations = %d, want %d", tc.r, est.Activations, tc.want)
 		}
 	}
-	// EstimateMemory adds GOGC 100's headroom: the live peak once more. Weights: 4-bit
+	// GCPercent 100 adds the headroom: the live peak once more. Weights: 4-bit
 	// elements 32768 + 24576 + 67840 = 125184 at 0.75 B, plus (64+64+1+581)·4 → 93888 + 2840
 	// = 96728; LoRA 1056·8 = 8448 parameters → 33792 B each for A/B and gradients, 67584 for
 	// m and v. Live = 96728 + 33792 + 33792 + 67584 + 70368 = 302264.
-	est, err := dg.EstimateMemory(cfg, q, 8, nil, 0, 2)
+	est, err := goStep(q, 0, 2).Estimate(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if est.Weights != 96728 || est.GCHeadroom != 302264 || est.Total != 604528 {
-		t.Errorf("EstimateMemory: weights %d, headroom %d, total %d; want 96728, 302264, 604528", est.Weights, est.GCHeadroom, est.Total)
+		t.Errorf("Estimate: weights %d, headroom %d, total %d; want 96728, 302264, 604528", est.Weights, est.GCHeadroom, est.Total)
 	}
 }
 
@@ -166,7 +173,7 @@ func TestEstimateActivationsOneLayer(t *testing.T) {
 func TestEstimateRealGeometry(t *testing.T) {
 	cfg := preset(t, dg.PresetReal)
 	q := policy(t, cfg, dg.Bits4)
-	est, err := dg.EstimateMemory(cfg, q, 8, nil, 512, 256)
+	est, err := goStep(q, 512, 256).Estimate(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,15 +203,56 @@ func TestEstimateRealGeometry(t *testing.T) {
 	}
 }
 
-// TestEstimateTracksEngine runs one LoRA step of the tiny preset on the go engine and
-// compares the live heap at the end of the forward pass (weights, adapters, AdamW state and
-// the recorded graph) with the estimate of the same parts: the issue asks for 1.5×.
+// TestEstimateTracksEngine runs two LoRA steps (the second has AdamW's state) on the go
+// engine for several presets, quantizations and lengths, and compares with the estimate
+// of the same parts: the live heap at the end of the forward pass (weights, adapters,
+// AdamW state and the recorded graph) and the peak live heap of the whole step (the
+// gradients too, at the start of the backward, which is where the estimate puts the
+// peak). Both must be within 1.5× of the estimate.
 func TestEstimateTracksEngine(t *testing.T) {
-	const n, l = 24, 16
+	cases := []struct {
+		preset, bits string
+		n, l         int
+		short        bool // cheap enough for -short
+	}{
+		{dg.PresetTiny, dg.Bits4, 24, 16, true},
+		{dg.PresetTiny, dg.BitsNone, 24, 16, true},
+		{dg.PresetTiny, dg.BitsMixed, 40, 16, true},
+		{dg.PresetSmall, dg.Bits4, 96, 64, false},
+		{dg.PresetSmall, dg.BitsNone, 16, 24, false}, // dense experts: one gathered matrix per row and expert
+	}
+	for _, tc := range cases {
+		t.Run(tc.preset+"/bits="+tc.bits, func(t *testing.T) {
+			if testing.Short() && !tc.short {
+				t.Skip("a training step of the small preset")
+			}
+			afterForward, peak, est := measureStep(t, tc.preset, tc.bits, tc.n, tc.l)
+			fwdWant := est.Weights + est.LoRAParams + est.OptimizerState + est.Activations
+			peakWant := fwdWant + est.Gradients
+			rf, rp := float64(afterForward)/float64(fwdWant), float64(peak)/float64(peakWant)
+			t.Logf("prompt %d, canvas %d: after the forward %d B (estimate %d B, ratio %.2f); peak %d B (estimate %d B, ratio %.2f)",
+				tc.n, tc.l, afterForward, fwdWant, rf, peak, peakWant, rp)
+			if rf > 1.5 || rf < 1/1.5 {
+				t.Errorf("live heap after the forward %d B is %.2f× the estimate %d B, want within 1.5×", afterForward, rf, fwdWant)
+			}
+			if rp > 1.5 || rp < 1/1.5 {
+				t.Errorf("peak live heap %d B is %.2f× the estimate %d B, want within 1.5×", peak, rp, peakWant)
+			}
+		})
+	}
+}
+
+// measureStep builds the preset with random weights, attaches the default adapter with
+// rank 8, and runs three AdamW steps on one random example of n prompt and l canvas tokens.
+// It returns the live heap at the end of the second forward and the lower of the second and
+// third steps' peak live heaps (both above what was live before the model was built), and
+// the estimate.
+func measureStep(t *testing.T, presetName, bits string, n, l int) (afterForward, peak int64, est dg.MemoryEstimate) {
 	e := mxtest.Go(t)
-	cfg := preset(t, dg.PresetTiny)
+	cfg := preset(t, presetName)
 	base := liveHeap()
-	w, err := dg.Synthesize(e, cfg, 1, dg.Bits4)
+	baseLive := int64(liveHeapMetric())
+	w, err := dg.Synthesize(e, cfg, 1, bits)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,14 +279,15 @@ func TestEstimateTracksEngine(t *testing.T) {
 	}
 	ex := objective.Example{Prompt: ids(n), Target: ids(l)}
 	obj := objective.Reference(0.4, 0.8)
-	var live int64
-	for step := range 2 { // the second step has AdamW's state
-		c := obj.Draw(mx.Key(e, uint64(step)), ex.Target, cfg.TextConfig.VocabSize)
+	step := func(k int) {
+		c := obj.Draw(mx.Key(e, uint64(k)), ex.Target, cfg.TextConfig.VocabSize)
 		params := optim.Params(a.Params())
 		_, g, err := optim.ValueAndGrad(params, a.SetParams, func() *mx.Array {
 			loss, _ := objective.BatchLoss([]objective.Terms{obj.ExampleTerms(m, ex, c)})
 			mx.Eval(loss)
-			live = liveHeap() - base
+			if k == 1 {
+				afterForward = liveHeap() - base
+			}
 			return loss
 		})
 		if err != nil {
@@ -248,17 +297,27 @@ func TestEstimateTracksEngine(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	est, err := dg.EstimateMemory(cfg, cfg.Quantization, 8, nil, n, l)
+	step(0)
+	// The peak sampled at collections can include garbage a concurrent mark did not yet
+	// see (seen once as +1 MB on the tiny preset of a loaded machine): take the smaller of
+	// two identical steps' peaks.
+	for k := 1; k <= 2; k++ {
+		p, samples := peakLiveHeap(func() { step(k) })
+		if samples < 5 {
+			t.Fatalf("only %d collections sampled the heap", samples)
+		}
+		if v := int64(p) - baseLive; k == 1 || v < peak {
+			peak = v
+		}
+	}
+	est, err = dg.EstimateOptions{
+		Rank: 8, NumLayers: -1, PromptLen: n, CanvasLen: l, DType: mx.Float32, Retention: dg.RetainGraph,
+	}.Estimate(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := est.Weights + est.LoRAParams + est.OptimizerState + est.Activations
-	ratio := float64(live) / float64(want)
-	t.Logf("live heap after the forward %d B, estimate %d B, ratio %.2f", live, want, ratio)
-	if ratio > 1.5 || ratio < 1/1.5 {
-		t.Errorf("live heap %d B is %.2f× the estimate %d B, want within 1.5×", live, ratio, want)
-	}
 	runtime.KeepAlive(m)
+	return afterForward, peak, est
 }
 
 func liveHeap() int64 {
@@ -309,8 +368,8 @@ func TestEstimateBadInput(t *testing.T) {
 			t.Errorf("%s: error %q lacks %q", tc.name, err, tc.want)
 		}
 	}
-	if _, err := dg.EstimateMemory(nil, nil, 8, nil, 1, 1); !errors.Is(err, dg.ErrEstimateConfig) {
-		t.Errorf("EstimateMemory(nil) error %v, want %v", err, dg.ErrEstimateConfig)
+	if _, err := goStep(nil, 1, 1).Estimate(nil); !errors.Is(err, dg.ErrEstimateConfig) {
+		t.Errorf("Estimate(nil) error %v, want %v", err, dg.ErrEstimateConfig)
 	}
 	if _, err := dg.QuantizationPolicy(cfg, "3"); err == nil || !strings.Contains(err.Error(), `"3"`) {
 		t.Errorf("QuantizationPolicy(3) error %v, want one naming the policy", err)

@@ -437,7 +437,7 @@ func TestEncoderMask(t *testing.T) {
 		{"single query, all visible", 5, 1, 0, 6, false, 8, nil, nil, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			mask := encoderMask(e, c.offset, c.s, c.start, c.nk, c.full, c.window)
+			mask := encoderMaskBlocks(e, c.offset, c.s, c.start, c.nk, c.full, c.window, nil)
 			if c.allAllowedReturnsNil {
 				if mask != nil {
 					t.Fatalf("mask %v, want nil (everything allowed)", mask.Shape())

@@ -120,14 +120,9 @@ func (m *Model) encode(h *mx.Array, c *Cache, blocks []int) *mx.Array {
 	return h
 }
 
-// encoderMask allows key position kp for query position p iff kp ≤ p and, on sliding
-// layers, kp > p − window. It returns nil when everything is allowed.
-func encoderMask(e mx.Engine, offset, s, start, nk int, full bool, window int) *mx.Array {
-	return encoderMaskBlocks(e, offset, s, start, nk, full, window, nil)
-}
-
-// encoderMaskBlocks is encoderMask with the image overlay of §3.5.3 OR-ed on top: query
-// i and key kp of this pass (blocks indexed by position − offset) also see each other when
+// encoderMaskBlocks allows key position kp for query position p iff kp ≤ p and, on sliding
+// layers, kp > p − window; it returns nil when everything is allowed. The image overlay of
+// §3.5.3 is OR-ed on top (nil blocks: none): query i and key kp of this pass (blocks indexed by position − offset) also see each other when
 // both lie in the same image block, whatever the causal order and the window.
 func encoderMaskBlocks(e mx.Engine, offset, s, start, nk int, full bool, window int, blocks []int) *mx.Array {
 	allow := make([]bool, s*nk)

@@ -1,10 +1,6 @@
 package diffusiongemma
 
-import (
-	"fmt"
-
-	"github.com/dgtune/dgtune/mx"
-)
+import "github.com/dgtune/dgtune/mx"
 
 // Linear is a bias-free projection y = x·Wᵀ with W [out, in]. The base checkpoint's
 // linears are Dense or Quantized; LoRA wraps them (package lora).
@@ -106,14 +102,6 @@ func (e *Embedding) MixRows(p *mx.Array) *mx.Array {
 	return mx.QuantizedMatmul(p, q.W, q.Scales, q.Biases, false, q.GroupSize, q.Bits)
 }
 
-// VocabSize returns the number of rows.
-func (e *Embedding) VocabSize() int {
-	if e.Quant == nil {
-		return e.Dense.Dim(0)
-	}
-	return e.Quant.W.Dim(0)
-}
-
 // ExpertWeight is a stack of per-expert linears W [E, out, in] (SwitchLinear).
 type ExpertWeight struct {
 	Dense *mx.Array  // [E, out, in] when unquantized
@@ -129,21 +117,4 @@ func (w *ExpertWeight) Gather(x, idx *mx.Array) *mx.Array {
 	sel := mx.Take(w.Dense, idx, 0) // [T, out, in]
 	y := mx.Matmul(mx.ExpandDims(x, 1), mx.SwapAxes(sel, 1, 2))
 	return mx.Squeeze(y, 1)
-}
-
-// Shape returns the logical [E, out, in].
-func (w *ExpertWeight) Shape() []int {
-	if w.Quant != nil {
-		s := w.Quant.W.Shape()
-		return []int{s[0], s[1], s[2] * 32 / w.Quant.Bits}
-	}
-	return w.Dense.Shape()
-}
-
-func checkDims(name string, l Linear, in, out int) error {
-	gi, go_ := l.Dims()
-	if gi != in || go_ != out {
-		return fmt.Errorf("%s: weight is [%d, %d] (out, in), config implies [%d, %d]", name, go_, gi, out, in)
-	}
-	return nil
 }

@@ -73,3 +73,11 @@ func TestTrainingMemoryIsFlat(t *testing.T) {
 		t.Errorf("loss went from %v to %v; expected the MLP to fit", first, last)
 	}
 }
+
+// TestNoAllocatorCounters: the go engine allocates on Go's heap and keeps no counters of
+// its own, so mx.Memory reports none (callers fall back to the process's peak RSS).
+func TestNoAllocatorCounters(t *testing.T) {
+	if s, ok := mx.Memory(mxtest.Go(t)); ok {
+		t.Errorf("mx.Memory(go engine) = %+v, true; want false", s)
+	}
+}

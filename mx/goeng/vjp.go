@@ -20,7 +20,6 @@ import (
 	"github.com/dgtune/dgtune/mx"
 )
 
-func kadd(a, b *tensor) *tensor { return binaryKernel(mx.OpAdd, a, b) }
 func ksub(a, b *tensor) *tensor { return binaryKernel(mx.OpSubtract, a, b) }
 
 // kmul is a·b. Two float32 tensors of one shape — most cotangent products — take a
@@ -44,14 +43,6 @@ func kmul(a, b *tensor) *tensor {
 }
 func kdiv(a, b *tensor) *tensor { return binaryKernel(mx.OpDivide, a, b) }
 func kneg(a *tensor) *tensor    { return unaryKernel(mx.OpNegative, a) }
-func kscale(a *tensor, s float32) *tensor {
-	in := a.f32()
-	out := make([]float32, len(in))
-	for i, v := range in {
-		out[i] = v * s
-	}
-	return fromF32(a.shape, mx.Float32, out)
-}
 
 // unbroadcast sums g over the axes along which an input of shape was broadcast.
 func unbroadcast(g *tensor, shape []int) *tensor {

@@ -461,13 +461,23 @@ func (e *Engine) ActiveMemory() (int64, error) {
 	return int64(n), nil
 }
 
-// PeakMemory is the high-water mark of ActiveMemory.
-func (e *Engine) PeakMemory() (int64, error) {
-	var n C.size_t
-	if err := e.try("peak memory", func() C.int { return C.mlx_get_peak_memory(&n) }); err != nil {
-		return 0, err
+// MemoryStats implements mx.MemoryReporter with MLX's allocator counters:
+// mlx_get_active_memory, mlx_get_peak_memory and mlx_get_cache_memory.
+func (e *Engine) MemoryStats() (mx.MemoryStats, error) {
+	var active, peak, cache C.size_t
+	err := e.try("memory stats", func() C.int {
+		if rc := C.mlx_get_active_memory(&active); rc != 0 {
+			return rc
+		}
+		if rc := C.mlx_get_peak_memory(&peak); rc != 0 {
+			return rc
+		}
+		return C.mlx_get_cache_memory(&cache)
+	})
+	if err != nil {
+		return mx.MemoryStats{}, err
 	}
-	return int64(n), nil
+	return mx.MemoryStats{Active: int64(active), Peak: int64(peak), Cache: int64(cache)}, nil
 }
 
 // closure makes the mlx_closure whose payload is the cgo handle id.

@@ -198,3 +198,23 @@ func TestUnreachableArraysReleased(t *testing.T) {
 	}
 	t.Errorf("active memory %d bytes after dropping 80 MiB of arrays, %d before", after, before)
 }
+
+// TestMemoryStats: the engine reports MLX's allocator counters through mx.Memory; a
+// 16 MiB array shows in the active and peak counts, and peak never trails active.
+func TestMemoryStats(t *testing.T) {
+	m := mlxEngine(t)
+	before, ok := mx.Memory(m)
+	if !ok {
+		t.Fatal("mx.Memory: the mlx engine reports no counters")
+	}
+	x := mx.Full(m, []int{2048, 2048}, 1, mx.Float32) // 16 MiB
+	mx.Eval(x)
+	during, ok := mx.Memory(m)
+	if !ok {
+		t.Fatal("mx.Memory failed")
+	}
+	if during.Active < before.Active+16<<20-1<<20 || during.Peak < during.Active || during.Cache < 0 {
+		t.Errorf("after a 16 MiB array: active %d (before %d), peak %d, cache %d", during.Active, before.Active, during.Peak, during.Cache)
+	}
+	runtime.KeepAlive(x)
+}

@@ -126,19 +126,6 @@ func closeFloats(t testing.TB, what string, want, got []float32, tol float64) {
 	}
 }
 
-// maxRelDiff is max |a−b| / max(1, |a|) over finite pairs.
-func maxRelDiff(want, got []float32) float64 {
-	d := 0.0
-	for i := range want {
-		w, g := float64(want[i]), float64(got[i])
-		if math.IsNaN(w) || math.IsInf(w, 0) {
-			continue
-		}
-		d = math.Max(d, math.Abs(w-g)/math.Max(1, math.Abs(w)))
-	}
-	return d
-}
-
 func clip(v any) string {
 	s := fmt.Sprint(v)
 	if len(s) > 200 {

@@ -45,7 +45,7 @@ func BF16ToF32(dst []float32, src []uint16) {
 	}
 	dst = dst[:len(src)]
 	for i, h := range src {
-		dst[i] = math.Float32frombits(uint32(h) << 16)
+		dst[i] = FromBF16(h)
 	}
 }
 

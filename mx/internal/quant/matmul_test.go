@@ -1,8 +1,10 @@
 package quant
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -169,15 +171,46 @@ func TestGather(t *testing.T) {
 	}
 }
 
-// TestEmptyBatch: M = 0 is a valid empty product and touches nothing.
+// TestEmptyBatch: M = 0 is a valid empty product. It writes nothing (the spare capacity
+// of y keeps its sentinel), leaves the inputs as they were, and still checks the weight
+// geometry (a weight of the wrong size panics even with no rows).
 func TestEmptyBatch(t *testing.T) {
 	p := Params{Bits: 4, GroupSize: 32}
 	w := make([]uint32, 4*8) // [4, 64], or a stack [2, 2, 64]
 	s := make([]float32, 4*2)
-	MatmulT(nil, nil, 0, w, s, s, 4, 64, p)
-	Matmul(nil, nil, 0, w[:16], s[:4], s[:4], 2, 64, p)
-	GatherMatmulT(nil, nil, 0, nil, w, s, s, 2, 2, 64, p)
-	GatherMatmul(nil, nil, 0, nil, w, s, s, 2, 2, 64, p)
+	for i := range w {
+		w[i] = uint32(0x9e3779b9 * (i + 1))
+	}
+	for i := range s {
+		s[i] = float32(i) + 0.5
+	}
+	w0, s0 := slices.Clone(w), slices.Clone(s)
+	const sentinel = float32(-12345)
+	buf := []float32{sentinel, sentinel, sentinel, sentinel}
+	y := buf[:0]
+	calls := map[string]func(){
+		"MatmulT":       func() { MatmulT(y, nil, 0, w, s, s, 4, 64, p) },
+		"Matmul":        func() { Matmul(y, nil, 0, w[:16], s[:4], s[:4], 2, 64, p) },
+		"GatherMatmulT": func() { GatherMatmulT(y, nil, 0, nil, w, s, s, 2, 2, 64, p) },
+		"GatherMatmul":  func() { GatherMatmul(y, nil, 0, nil, w, s, s, 2, 2, 64, p) },
+	}
+	for name, call := range calls {
+		call()
+		if slices.ContainsFunc(buf, func(v float32) bool { return v != sentinel }) {
+			t.Errorf("%s with M = 0 wrote into y's spare capacity: %v", name, buf)
+		}
+		if !slices.Equal(w, w0) || !slices.Equal(s, s0) {
+			t.Errorf("%s with M = 0 changed its inputs", name)
+		}
+	}
+	msg := func() (m string) {
+		defer func() { m = fmt.Sprint(recover()) }()
+		MatmulT(nil, nil, 0, w[:31], s, s, 4, 64, p)
+		return "no panic"
+	}()
+	if !strings.Contains(msg, "quant.MatmulT") || !strings.Contains(msg, "weight") {
+		t.Errorf("M = 0 with a short weight: %q, want a panic naming quant.MatmulT and the weight", msg)
+	}
 }
 
 // TestKernelMisuse: kernels panic on programmer errors with a message that
@@ -213,8 +246,6 @@ func TestKernelMisuse(t *testing.T) {
 				// stack [2, K=2, N=64] is the same 32 words as [4, 64]
 				GatherMatmul(make([]float32, 128), make([]float32, 4), 2, []int32{0}, w, s, s, 2, 2, 64, p)
 			}},
-		{"DequantizeRow past the end", "quant.DequantizeRow: row 4 of a [_, 64] table",
-			func() { DequantizeRow(make([]float32, 64), w, s, s, 4, 64, p) }},
 		{"Dequantize biases short", "quant.Dequantize: weight [1, 4, 64]",
 			func() { Dequantize(w, s, s[:7], 4, 64, p) }},
 	}

@@ -106,26 +106,6 @@ func Dequantize(packed []uint32, scales, biases []float32, rows, cols int, p Par
 	return out
 }
 
-// DequantizeRow writes row `row` of a quantized [_, cols] table into
-// dst[:cols]; it is the quantized embedding lookup. The table may have any
-// number of rows; it panics if row lies outside it.
-func DequantizeRow(dst []float32, packed []uint32, scales, biases []float32, row, cols int, p Params) {
-	if err := p.Validate(); err != nil {
-		panic(fmt.Sprintf("quant.DequantizeRow: %v", err))
-	}
-	if err := p.checkCols(cols); err != nil {
-		panic(fmt.Sprintf("quant.DequantizeRow: %v", err))
-	}
-	wpr, ng := PackedCols(cols, p.Bits), cols/p.GroupSize
-	if row < 0 || len(dst) < cols || (row+1)*wpr > len(packed) ||
-		(row+1)*ng > len(scales) || (row+1)*ng > len(biases) {
-		panic(fmt.Sprintf("quant.DequantizeRow: row %d of a [_, %d] table (%v): dst %d, packed %d, scales %d, biases %d",
-			row, cols, p, len(dst), len(packed), len(scales), len(biases)))
-	}
-	dequantizeRow(dst[:cols], packed[row*wpr:(row+1)*wpr],
-		scales[row*ng:(row+1)*ng], biases[row*ng:(row+1)*ng], p)
-}
-
 // checkQ panics unless packed/scales/biases hold a stack of `stack`
 // [rows, cols] quantized matrices in format p.
 func checkQ(op string, packed []uint32, scales, biases []float32, stack, rows, cols int, p Params) {

@@ -14,14 +14,6 @@ func defaultKernels() kernels {
 	return goKernels()
 }
 
-// kernelName says which micro-kernels Gemm uses, for benchmarks and reports.
-func kernelName() string {
-	if hasAVX2FMA() {
-		return "avx2-fma"
-	}
-	return "go"
-}
-
 // kernelAVX2 checks the slice bounds the assembly relies on, then runs it.
 func kernelAVX2(kc int, a, b []float32, ldb int, c []float32, ldc int, acc bool) {
 	if kc == 0 {

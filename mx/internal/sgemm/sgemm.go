@@ -64,12 +64,6 @@ const rowUnit = 32
 // with the sum formed first, in order of p, and then added to c.
 type kernel func(kc int, a, b []float32, ldb int, c []float32, ldc int, acc bool)
 
-// Matmul sets c[M, N] = a[M, K]·b[K, N], all three contiguous and row-major.
-// It panics if a slice is too short for its shape.
-func Matmul(c, a, b []float32, m, k, n int) {
-	Gemm(NoTrans, NoTrans, m, n, k, a, k, b, n, c, n, false)
-}
-
 // Gemm computes C = op(A)·op(B), or C += op(A)·op(B) when accumulate is set, where
 // op(A) is M×K, op(B) is K×N and C is M×N with row stride ldc. lda and ldb are the
 // row strides of a and b as stored (so lda ≥ K for an untransposed A and lda ≥ M for

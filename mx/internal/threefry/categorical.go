@@ -67,36 +67,6 @@ func Categorical(k Key, logits []float32, shape []int, axis int) ([]uint32, erro
 	return gumbelMax(k, logits, l, 1)
 }
 
-// CategoricalSamples mirrors mlx.core.random.categorical(logits, axis,
-// num_samples=num, key) as of MLX v0.32.1: num draws per distribution, laid
-// out as the shape of logits without axis followed by num.
-func CategoricalSamples(k Key, logits []float32, shape []int, axis, num int) ([]uint32, error) {
-	const what = "threefry: categorical samples"
-	l, err := newLayout(what, logits, shape, axis)
-	if err != nil {
-		return nil, err
-	}
-	if err := checkCount(what, num); err != nil {
-		return nil, err
-	}
-	// MLX appends a unit axis to the logits, so the output shape is never
-	// empty and a single distribution always takes the inverse-CDF path.
-	if l.outer*l.inner == 1 {
-		return inverseCDF(k, logits, num)
-	}
-	return gumbelMax(k, logits, l, num)
-}
-
-// GumbelMax is categorical sampling by argmax(logits + gumbel) along axis,
-// what MLX releases before v0.32.1 do for every input. Output as Categorical.
-func GumbelMax(k Key, logits []float32, shape []int, axis int) ([]uint32, error) {
-	l, err := newLayout("threefry: gumbel max", logits, shape, axis)
-	if err != nil {
-		return nil, err
-	}
-	return gumbelMax(k, logits, l, 1)
-}
-
 // gumbelMax draws one Gumbel value per (outer, category, inner, sample) in
 // that row-major order, which is MLX's gumbel shape with the category axis
 // inserted at axis, and keeps the first maximum of logits + noise.

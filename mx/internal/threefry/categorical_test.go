@@ -32,10 +32,6 @@ func TestCategoricalGumbelLayout(t *testing.T) {
 			}
 		}
 	}
-	got, err := CategoricalSamples(NewKey(1), []float32{negInf, 5, negInf, 0, negInf, negInf}, []int{2, 3}, 1, 4)
-	if want := []uint32{1, 1, 1, 1, 0, 0, 0, 0}; err != nil || !slices.Equal(got, want) {
-		t.Errorf("CategoricalSamples(rows, 4) = %v, %v, want %v", got, err, want)
-	}
 }
 
 // Four equal logits: weights 1, cdf (0, 1, 2, 3), total 4. key(0) gives
@@ -46,21 +42,28 @@ func TestCategoricalInverseCDF(t *testing.T) {
 	if err != nil || !slices.Equal(got, []uint32{1}) {
 		t.Errorf("Categorical(key(0), equal (1,4)) = %v, %v, want [1]", got, err)
 	}
-	// The same logits as a 1-D array take the Gumbel path instead.
+	// The same logits as a 1-D array take the Gumbel path instead: the first maximum
+	// of logits + Gumbel(key), written out here.
 	a, _ := Categorical(NewKey(4), logits, []int{4}, 0)
-	b, _ := GumbelMax(NewKey(4), logits, []int{4}, 0)
-	if !slices.Equal(a, b) {
-		t.Errorf("1-D Categorical = %v, GumbelMax = %v; want the Gumbel path", a, b)
+	g, _ := Gumbel(NewKey(4), 4)
+	best := 0
+	for c := range logits {
+		if logits[c]+g[c] > logits[best]+g[best] {
+			best = c
+		}
+	}
+	if !slices.Equal(a, []uint32{uint32(best)}) {
+		t.Errorf("1-D Categorical = %v, argmax(logits + gumbel) = %d; want the Gumbel path", a, best)
 	}
 	// Infinite maximum: only the +Inf entries carry weight.
 	inf := float32(math.Inf(1))
-	draws, err := CategoricalSamples(NewKey(8), []float32{inf, 0, inf}, []int{3}, 0, 200)
-	if err != nil {
-		t.Fatal(err)
-	}
 	counts := [3]int{}
-	for _, d := range draws {
-		counts[d]++
+	for seed := range uint64(200) {
+		d, err := Categorical(NewKey(seed), []float32{inf, 0, inf}, []int{1, 3}, -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		counts[d[0]]++
 	}
 	if counts[1] != 0 || counts[0] == 0 || counts[2] == 0 {
 		t.Errorf("draws over logits (+Inf, 0, +Inf) = %v, want only 0 and 2", counts)
@@ -97,16 +100,16 @@ func TestCategoricalFrequencies(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("gumbel path", draws)
-	draws, err = CategoricalSamples(NewKey(22), row, []int{1, 3}, 1, n)
-	if err != nil {
-		t.Fatal(err)
+	// One distribution of shape (1, 3) per key takes the inverse-CDF path.
+	draws = draws[:0]
+	for seed := range uint64(n) {
+		d, err := Categorical(NewKey(1000+seed), row, []int{1, 3}, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		draws = append(draws, d...)
 	}
 	check("inverse-cdf path", draws)
-	draws, err = CategoricalSamples(NewKey(23), rows[:6], []int{2, 3}, 1, n/2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	check("gumbel samples", draws)
 }
 
 func TestCategoricalBadInput(t *testing.T) {
@@ -127,12 +130,6 @@ func TestCategoricalBadInput(t *testing.T) {
 	for _, tt := range tests {
 		if _, err := Categorical(k, tt.logits, tt.shape, tt.axis); err == nil {
 			t.Errorf("Categorical(%s) succeeded, want error", tt.name)
-		}
-		if _, err := CategoricalSamples(k, tt.logits, tt.shape, tt.axis, 2); err == nil {
-			t.Errorf("CategoricalSamples(%s) succeeded, want error", tt.name)
-		}
-		if _, err := GumbelMax(k, tt.logits, tt.shape, tt.axis); err == nil {
-			t.Errorf("GumbelMax(%s) succeeded, want error", tt.name)
 		}
 	}
 }

@@ -12,9 +12,6 @@ const (
 	maxU32 = float32(math.MaxUint32)
 	// sqrt2 is array(sqrt(2.0), float32): the double rounded to float32.
 	sqrt2 = float32(math.Sqrt2)
-	// bernoulliScale is nextafter(float32(2^32 - 1), +inf) = 2^32(1 + 2^-23),
-	// so p >= 1 maps above every float32(bits).
-	bernoulliScale = float32((1 << 32) + (1 << 9))
 )
 
 // unit maps 32 random bits to [0, 1) as MLX's uniform does.
@@ -130,24 +127,6 @@ func Gumbel(k Key, n int) ([]float32, error) {
 	out := make([]float32, len(b))
 	for i, v := range b {
 		out[i] = -log32(-log32(unit(v)))
-	}
-	return out, nil
-}
-
-// Bernoulli mirrors mlx.core.random.bernoulli(p, shape, key) for a scalar p:
-// float32(bits) < p * nextafter(float32(2^32 - 1), +inf).
-func Bernoulli(k Key, n int, p float32) ([]bool, error) {
-	if p != p {
-		return nil, fmt.Errorf("threefry: bernoulli: probability is NaN")
-	}
-	b, err := Bits(k, n)
-	if err != nil {
-		return nil, fmt.Errorf("threefry: bernoulli: %w", err)
-	}
-	thr := p * bernoulliScale
-	out := make([]bool, len(b))
-	for i, v := range b {
-		out[i] = float32(v) < thr
 	}
 	return out, nil
 }

@@ -141,9 +141,6 @@ func TestBadRanges(t *testing.T) {
 			t.Errorf("Randint(low=%d, high=%d) succeeded, want error", r[0], r[1])
 		}
 	}
-	if _, err := Bernoulli(k, 3, nan); err == nil {
-		t.Error("Bernoulli(p=NaN) succeeded, want error")
-	}
 }
 
 // float32 fma must round once. a*b+c = 1 + 2^-24 + 2^-70 here: just above
@@ -303,39 +300,5 @@ func TestGumbel(t *testing.T) {
 	}
 	if v := sq / float64(len(xs)); math.Abs(v-math.Pi*math.Pi/6) > 0.15 {
 		t.Errorf("Gumbel variance = %v, want 1.645 ± 0.15", v)
-	}
-}
-
-func TestBernoulli(t *testing.T) {
-	// key(0): float32(bits) = 1797259648. p = 0.5 puts the threshold at
-	// 0.5 * (2^32 + 512) = 2147483904 (true); p = 0.4 at about 1.718e9 (false).
-	for _, tt := range []struct {
-		p    float32
-		want bool
-	}{{0.5, true}, {0.4, false}} {
-		got, err := Bernoulli(NewKey(0), 1, tt.p)
-		if err != nil || got[0] != tt.want {
-			t.Errorf("Bernoulli(key(0), 1, %v) = %v, %v, want %v", tt.p, got, err, tt.want)
-		}
-	}
-	// p = 1 beats even float32(2^32 - 1) = 2^32; p = 0 beats nothing.
-	for _, p := range []float32{0, 1} {
-		got, _ := Bernoulli(NewKey(2), 500, p)
-		for _, v := range got {
-			if v != (p == 1) {
-				t.Fatalf("Bernoulli(p=%v) drew %v", p, v)
-			}
-		}
-	}
-	got, _ := Bernoulli(NewKey(2), 20000, 0.3)
-	n := 0
-	for _, v := range got {
-		if v {
-			n++
-		}
-	}
-	// sd of the frequency ≈ 0.0032.
-	if f := float64(n) / 20000; math.Abs(f-0.3) > 0.02 {
-		t.Errorf("Bernoulli(0.3) frequency = %v", f)
 	}
 }

@@ -18,7 +18,8 @@
 //     h = W/2 and odd = W%2, counter pair (i, i+h+odd) for i < h fills word i
 //     with the first output and word h+odd+i with the second. An odd W fills
 //     word h from counter (h, 0), first output only. CPU and Metal agree.
-//     Narrower widths (uint16, uint8) truncate the little-endian byte stream.
+//     Narrower widths (uint16, uint8) truncate the little-endian byte stream;
+//     nothing here needs them, so only width 4 is implemented.
 //   - split(key, num) = bits((num, 2), key): key j is words (2j, 2j+1).
 //   - uniform(low, high): f = min(float32(bits) / float32(2^32-1),
 //     nextafter(1, 0)); out = float32(high-low)*f + low, all in float32. The
@@ -36,14 +37,15 @@
 //     axis, first index on ties. Since v0.32.1, when logits hold a single
 //     distribution (every other dimension is 1) and the output is not a
 //     scalar, MLX instead inverts the CDF of softmax(logits) with one uniform
-//     per sample; Categorical follows that rule, and GumbelMax is the
-//     Gumbel path on its own for parity with older releases.
+//     per sample; Categorical follows that rule.
 //   - The global key: seed(s) sets state = key(s); every call without a key
-//     splits state into (a, b), keeps a as the new state and uses b.
+//     splits state into (a, b), keeps a as the new state and uses b. dgtune
+//     always passes keys; the tests emulate the global key to check vectors
+//     MLX produced with it.
 //
 // # Exactness
 //
-// Bits, Split, Uniform, Randint and Bernoulli are exact: they use only
+// Bits, Split, Uniform and Randint are exact: they use only
 // integer arithmetic and correctly rounded float32 operations. Normal and
 // Gumbel also use log, which this package computes correctly rounded (from
 // float64); MLX's CPU backend calls logf, which glibc and Apple's libm round
@@ -62,18 +64,12 @@
 //	func Hash(k Key, c0, c1 uint32) (uint32, uint32)
 //	func Split(k Key, num int) ([]Key, error)
 //	func Bits(k Key, n int) ([]uint32, error)
-//	func Bits16(k Key, n int) ([]uint16, error)
-//	func Bits8(k Key, n int) ([]uint8, error)
 //	func Uniform(k Key, n int, low, high float32) ([]float32, error)
 //	func Randint(k Key, n int, low, high int32) ([]int32, error)
 //	func Normal(k Key, n int, loc, scale float32) ([]float32, error)
 //	func Gumbel(k Key, n int) ([]float32, error)
-//	func Bernoulli(k Key, n int, p float32) ([]bool, error)
 //	func Categorical(k Key, logits []float32, shape []int, axis int) ([]uint32, error)
-//	func CategoricalSamples(k Key, logits []float32, shape []int, axis, num int) ([]uint32, error)
-//	func GumbelMax(k Key, logits []float32, shape []int, axis int) ([]uint32, error)
 //	func Erfinv(x float32) float32
-//	type Global struct{ ... }  // NewGlobal(seed), Seed, Next, State, SetState
 //
 // A flat count n stands for any shape with n elements, because MLX's layout
 // only depends on the element count. Bad arguments (negative counts, empty

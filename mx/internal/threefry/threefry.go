@@ -1,7 +1,6 @@
 package threefry
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/bits"
@@ -56,19 +55,6 @@ func words(k Key, w []uint32) {
 	}
 }
 
-// byteStream is the little-endian byte image of RandomBits for nbytes bytes;
-// narrower widths read their elements out of it, dropping the bytes of the
-// last word that do not fit.
-func byteStream(k Key, nbytes int) []byte {
-	w := make([]uint32, (nbytes+3)/4)
-	words(k, w)
-	b := make([]byte, 4*len(w))
-	for i, v := range w {
-		binary.LittleEndian.PutUint32(b[4*i:], v)
-	}
-	return b[:nbytes]
-}
-
 func checkCount(what string, n int) error {
 	if n < 0 {
 		return fmt.Errorf("%s: count %d: %w", what, n, ErrNegativeCount)
@@ -87,27 +73,6 @@ func Bits(k Key, n int) ([]uint32, error) {
 	return w, nil
 }
 
-// Bits16 mirrors mlx.core.random.bits(shape, width=2, key).
-func Bits16(k Key, n int) ([]uint16, error) {
-	if err := checkCount("threefry: bits16", n); err != nil {
-		return nil, err
-	}
-	b := byteStream(k, 2*n)
-	out := make([]uint16, n)
-	for i := range out {
-		out[i] = binary.LittleEndian.Uint16(b[2*i:])
-	}
-	return out, nil
-}
-
-// Bits8 mirrors mlx.core.random.bits(shape, width=1, key).
-func Bits8(k Key, n int) ([]uint8, error) {
-	if err := checkCount("threefry: bits8", n); err != nil {
-		return nil, err
-	}
-	return byteStream(k, n), nil
-}
-
 // Split mirrors mlx.core.random.split(key, num): num keys taken row by row
 // from bits((num, 2), key).
 func Split(k Key, num int) ([]Key, error) {
@@ -121,11 +86,4 @@ func Split(k Key, num int) ([]Key, error) {
 		out[j] = Key{w[2*j], w[2*j+1]}
 	}
 	return out, nil
-}
-
-// split2 is split(key) with num 2, the pair form MLX's key sequence uses.
-func split2(k Key) (Key, Key) {
-	var w [4]uint32
-	words(k, w[:])
-	return Key{w[0], w[1]}, Key{w[2], w[3]}
 }

@@ -1,7 +1,9 @@
 package threefry
 
 // Global emulates MLX's default key sequence, the state behind every
-// mlx.core.random call made without a key. MLX keeps one per thread; a Global
+// mlx.core.random call made without a key: the tests use it to reproduce
+// vectors that MLX made with its global state (mx.random.seed then a keyless
+// call). MLX keeps one per thread; a Global
 // is a plain value owned by its caller and is not safe for concurrent use.
 type Global struct {
 	state Key
@@ -28,3 +30,10 @@ func (g *Global) State() Key { return g.state }
 
 // SetState replaces the current key, like assigning mlx.core.random.state[0].
 func (g *Global) SetState(k Key) { g.state = k }
+
+// split2 is split(key) with num 2, the pair form MLX's key sequence uses.
+func split2(k Key) (Key, Key) {
+	var w [4]uint32
+	words(k, w[:])
+	return Key{w[0], w[1]}, Key{w[2], w[3]}
+}

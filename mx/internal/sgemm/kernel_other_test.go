@@ -1,0 +1,6 @@
+//go:build !amd64 || purego
+
+package sgemm
+
+// kernelName says which micro-kernels Gemm uses, for the tests and benchmarks.
+func kernelName() string { return "go" }
