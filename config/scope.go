@@ -21,7 +21,7 @@ var commandKeys = map[string][]string{
 	// eval loads the model, the data split it scores, tokenizes as training did and
 	// scores with the training objective's options.
 	CommandEval: {"model", "data", "backend", "seed", "max_canvas", "max_prompt", "eos_fill",
-		"loss_positions", "weighting", "t_min", "t_max",
+		"objective", "loss_positions", "weighting", "t_min", "t_max", "long_targets",
 		"prompt_feature", "completion_feature", "text_feature", "chat_feature", "skip_bad_rows", "eval."},
 	// export reads an adapter (adapter_path by default), the base model's config or
 	// weights, and seeds the probe input of --fuse.
