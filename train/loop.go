@@ -81,7 +81,7 @@ func prepare(cfg config.Config, opt Options) (*run, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := s.LoadData(); err != nil {
+	if err := s.LoadSplits(data.NeedTrain); err != nil {
 		return nil, err
 	}
 	r := &run{s: s, cfg: cfg, log: log}

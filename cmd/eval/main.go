@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/dgtune/dgtune/data"
 	"github.com/dgtune/dgtune/data/chat"
 	"github.com/dgtune/dgtune/evaluate"
 	"github.com/dgtune/dgtune/internal/cli"
@@ -60,15 +61,13 @@ func newCommand() *cobra.Command {
 			if prompt != "" {
 				return single(cmd, s, adapter, prompt)
 			}
-			if err := s.LoadData(); err != nil {
+			// Only the scored split is read: a held-out set needs no train file beside it.
+			if err := s.LoadSplits(data.Need{Required: []string{cfg.Eval.Split}}); err != nil {
 				return err
 			}
 			sp, err := s.Dataset.Split(cfg.Eval.Split)
 			if err != nil {
 				return err
-			}
-			if sp == nil || len(sp.Examples) == 0 {
-				return fmt.Errorf("the %s split of %s is empty", cfg.Eval.Split, cfg.Data)
 			}
 			cases, err := evaluate.Cases(s, sp, cfg.Eval.MaxExamples)
 			if err != nil {
