@@ -255,6 +255,24 @@ func TestEvalBadInput(t *testing.T) {
 	emptyData := filepath.Join(dir, "empty")
 	writeJSONL(t, filepath.Join(emptyData, "train.jsonl"), testRows[:1])
 	writeJSONL(t, filepath.Join(emptyData, "test.jsonl"), nil)
+	gemma4 := filepath.Join(dir, "gemma4")
+	writeModel(t, e, gemma4, nil)
+	cj := filepath.Join(gemma4, "config.json")
+	b, err := os.ReadFile(cj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	doc["model_type"] = "gemma4"
+	if b, err = json.Marshal(doc); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cj, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	noTest := filepath.Join(dir, "notest")
 	writeJSONL(t, filepath.Join(noTest, "train.jsonl"), testRows[:1])
 
@@ -267,6 +285,7 @@ func TestEvalBadInput(t *testing.T) {
 			"mlp.gate_proj.lora_b: adapter [2 96], model [2 128]"},
 		{"empty test split", []string{"--model", model, "--data", emptyData}, filepath.Join(emptyData, "test.jsonl") + " has no examples"},
 		{"no test split", []string{"--model", model, "--data", noTest}, "no test.jsonl or test.parquet"},
+		{"gemma4 checkpoint", []string{"--model", gemma4, "--data", dataDir}, `model_type "gemma4" is the autoregressive Gemma 4`},
 		{"missing model", []string{"--model", filepath.Join(dir, "nope"), "--data", dataDir}, "config.json"},
 		{"missing adapter", []string{"--model", model, "--adapter", filepath.Join(dir, "nope"), "--data", dataDir},
 			"neither adapters.safetensors nor adapter_model.safetensors"},

@@ -48,6 +48,24 @@ func writeTinyModel(t *testing.T, dir string, nan bool) string {
 	return dir
 }
 
+// retypedModel writes a tiny checkpoint whose config.json claims another model_type.
+func retypedModel(t *testing.T, dir, modelType string) string {
+	t.Helper()
+	writeTinyModel(t, dir, false)
+	path := filepath.Join(dir, "config.json")
+	var doc map[string]any
+	if err := json.Unmarshal([]byte(readFile(t, path)), &doc); err != nil {
+		t.Fatal(err)
+	}
+	doc["model_type"] = modelType
+	b, err := json.Marshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, path, string(b))
+	return dir
+}
+
 func writeFile(t *testing.T, path, content string) string {
 	t.Helper()
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
@@ -155,6 +173,8 @@ func TestBadInput(t *testing.T) {
 	badData := filepath.Join(f.dir, "bad")
 	writeFile(t, filepath.Join(badData, "train.jsonl"), trainRows[:strings.Index(trainRows, "\n")+1]+"\n"+`{"prompt": "x", "completion": }`+"\n")
 	nanModel := writeTinyModel(t, filepath.Join(f.dir, "nan"), true)
+	gemma4 := retypedModel(t, filepath.Join(f.dir, "gemma4"), "gemma4")
+	llama := retypedModel(t, filepath.Join(f.dir, "llama"), "llama")
 	cases := []struct {
 		name  string
 		extra string   // appended to the config file
@@ -176,6 +196,8 @@ func TestBadInput(t *testing.T) {
 		{"malformed jsonl line", "", []string{"--data", badData}, "train.jsonl:3: invalid JSON"},
 		{"missing model", "", []string{"--model", filepath.Join(f.dir, "nomodel")}, "nomodel"},
 		{"non-finite loss", "", []string{"--model", nanModel, "--iters", "2"}, "non-finite loss"},
+		{"gemma4 checkpoint", "", []string{"--model", gemma4}, `model_type "gemma4" is the autoregressive Gemma 4, not DiffusionGemma`},
+		{"llama checkpoint", "", []string{"--model", llama}, `model_type "llama" is not DiffusionGemma`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -742,6 +742,9 @@ func ParseConfig(data []byte) (*Config, error) {
 }
 
 func parseConfig(data []byte) (*Config, error) {
+	if err := checkModelType(data); err != nil {
+		return nil, err
+	}
 	var c Config
 	if err := json.Unmarshal(data, &c); err != nil {
 		return nil, err
