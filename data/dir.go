@@ -50,9 +50,6 @@ type Need struct {
 	Required, Optional []string
 }
 
-// NeedTrain is what training reads: train, and valid when present.
-var NeedTrain = Need{Required: []string{"train"}, Optional: []string{"valid"}}
-
 // LoadDir reads the train split and, when present, the valid and test splits of dir.
 // An absent or empty train split is an error; valid and test may be empty.
 func LoadDir(dir string, opts Options) (*Dataset, error) {

@@ -515,7 +515,7 @@ func TestLoadOnlyNeededSplits(t *testing.T) {
 		t.Errorf("test split with a broken train file beside it: %v", err)
 	}
 	// Training needs train, so the broken file is an error there.
-	if _, err := Load(dir, Options{}, NeedTrain); err == nil || !strings.Contains(err.Error(), "train.jsonl:1") {
+	if _, err := Load(dir, Options{}, Need{Required: []string{"train"}, Optional: []string{"valid"}}); err == nil || !strings.Contains(err.Error(), "train.jsonl:1") {
 		t.Errorf("NeedTrain over a broken train.jsonl: err = %v, want one naming train.jsonl:1", err)
 	}
 

@@ -43,6 +43,10 @@ type Result struct {
 	AdapterPath   string   `json:"adapter_path"`
 	StoppedEarly  bool     `json:"stopped_early"`
 	AlreadyDone   bool     `json:"already_done,omitempty"` // resumed a finished run: nothing was trained
+	// Test is the test split's score (test: true), EvaluatedOnly that nothing was trained
+	// (train: false).
+	Test          *TestScore `json:"test,omitempty"`
+	EvaluatedOnly bool       `json:"evaluated_only,omitempty"`
 }
 
 // run is one training run's moving parts.
@@ -60,16 +64,29 @@ type run struct {
 	reporter Reporter
 	total    int
 	lastVal  float64
+	resumed  bool // the training state of adapter_path was loaded
 }
 
 // Run trains as cfg says. It returns ErrInterrupted after saving when ctx is cancelled.
+// With train: false it only scores the test split; with test: true it scores it after
+// training too.
 func Run(ctx context.Context, cfg config.Config, opt Options) (*Result, error) {
+	if !cfg.Train {
+		return evaluateOnly(cfg, opt)
+	}
 	r, err := prepare(cfg, opt)
 	if err != nil {
 		return nil, err
 	}
 	defer r.reporter.Close()
-	return r.loop(ctx)
+	res, err := r.loop(ctx)
+	if err != nil || !cfg.Test {
+		return res, err
+	}
+	if res.Test, err = scoreTest(r.s, cfg, r.log); err != nil {
+		return nil, err
+	}
+	return res, nil
 }
 
 func prepare(cfg config.Config, opt Options) (*run, error) {
@@ -81,7 +98,7 @@ func prepare(cfg config.Config, opt Options) (*run, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := s.LoadSplits(data.NeedTrain); err != nil {
+	if err := s.LoadSplits(dataNeed(cfg)); err != nil {
 		return nil, err
 	}
 	r := &run{s: s, cfg: cfg, log: log}
@@ -141,6 +158,13 @@ func prepare(cfg config.Config, opt Options) (*run, error) {
 			if err := os.Remove(filepath.Join(cfg.AdapterPath, name)); err != nil && !os.IsNotExist(err) {
 				return nil, err
 			}
+		}
+	}
+	if cfg.ResumeAdapterFile != "" {
+		if r.resumed {
+			fmt.Fprintf(log, "resume_adapter_file: not used: continuing from the training state in %s\n", cfg.AdapterPath)
+		} else if err := r.startFromFile(); err != nil {
+			return nil, err
 		}
 	}
 	if err := truncateMetrics(metrics, r.state.Step); err != nil {
@@ -226,6 +250,7 @@ func (r *run) resume() error {
 		return fmt.Errorf("resume: %w", err)
 	}
 	r.state = st
+	r.resumed = true
 	fmt.Fprintf(r.log, "resume: continuing from step %d in %s\n", st.Step, r.cfg.AdapterPath)
 	return nil
 }

@@ -106,8 +106,16 @@ func AddConfigFlags(cmd *cobra.Command) {
 }
 
 // LoadConfig resolves the config of cmd: its --config file, DGTUNE_* environment and
-// flags.
+// flags. The config's notes (mlx-lm keys that do nothing here, and how max_seq_length
+// was mapped) go to stderr, one line each.
 func LoadConfig(cmd *cobra.Command) (config.Config, error) {
 	path, _ := cmd.Flags().GetString("config")
-	return config.Load(path, cmd.Flags())
+	c, err := config.Load(path, cmd.Flags())
+	if err != nil {
+		return c, err
+	}
+	for _, n := range c.Notes {
+		fmt.Fprintf(cmd.ErrOrStderr(), "config: %s\n", n)
+	}
+	return c, nil
 }
