@@ -179,8 +179,8 @@ func prepare(cfg config.Config, opt Options) (*run, error) {
 		return nil, err
 	}
 	fmt.Fprintf(log, "resolved config:\n%s", FormatConfig(cfg))
-	fmt.Fprintf(log, "model %s (%s engine); %d train / %d valid examples; trainable parameters: %d (%.3f%% of %d)\n",
-		cfg.Model, s.Engine.Name(), len(r.train), len(r.val), countParams(r.params.Params()),
+	fmt.Fprintf(log, "model %s (engine %s); %d train / %d valid examples; trainable parameters: %d (%.3f%% of %d)\n",
+		cfg.Model, mx.Describe(s.Engine), len(r.train), len(r.val), countParams(r.params.Params()),
 		100*float64(countParams(r.params.Params()))/float64(modelParams(s.Model)), modelParams(s.Model))
 	return r, nil
 }

@@ -155,7 +155,7 @@ func evaluateOnly(cfg config.Config, opt Options) (*Result, error) {
 		}
 		what += " with the adapter in " + cfg.AdapterPath
 	}
-	fmt.Fprintf(log, "train: false: evaluating the %s (%s engine)\n", what, s.Engine.Name())
+	fmt.Fprintf(log, "train: false: evaluating the %s (engine %s)\n", what, mx.Describe(s.Engine))
 	score, err := scoreTest(s, cfg, log)
 	if err != nil {
 		return nil, err

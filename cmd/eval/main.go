@@ -16,6 +16,7 @@ import (
 	"github.com/dgtune/dgtune/evaluate"
 	"github.com/dgtune/dgtune/internal/cli"
 	"github.com/dgtune/dgtune/lora"
+	"github.com/dgtune/dgtune/mx"
 	"github.com/dgtune/dgtune/train"
 )
 
@@ -76,7 +77,7 @@ func newCommand() *cobra.Command {
 			if len(cases) == 0 {
 				return fmt.Errorf("no example of the %s split of %s is usable (all were skipped)", cfg.Eval.Split, cfg.Data)
 			}
-			fmt.Fprintf(log, "evaluating %d %s examples of %s\n", len(cases), cfg.Eval.Split, cfg.Data)
+			fmt.Fprintf(log, "evaluating %d %s examples of %s (engine %s)\n", len(cases), cfg.Eval.Split, cfg.Data, mx.Describe(s.Engine))
 			ev := &evaluate.Evaluator{Session: s, Config: cfg, Cases: cases, Log: log}
 			if cli.IsTerminal(log) {
 				ev.Progress = log

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -432,5 +433,16 @@ func TestMLXLMTestAndNotes(t *testing.T) {
 	code, _, stderr = runMain("--config", cfg, "--mask-prompt=false")
 	if code != 1 || !strings.Contains(stderr, "train: config: mask_prompt: false: the denoising objective never scores the prompt") {
 		t.Errorf("--mask-prompt=false: exit %d, stderr %q", code, stderr)
+	}
+}
+
+// --help names the engines compiled in, with the MLX version under -tags mlx.
+func TestHelpNamesEngines(t *testing.T) {
+	code, stdout, _ := runMain("--help")
+	if want := "(compiled in: " + mx.DescribeEngines() + ")"; code != 0 || !strings.Contains(stdout, want) {
+		t.Errorf("--help: exit %d, lacks %q", code, want)
+	}
+	if slices.Contains(mx.Engines(), "mlx") && !strings.Contains(stdout, "mlx on MLX ") {
+		t.Error("--help does not name the MLX version")
 	}
 }

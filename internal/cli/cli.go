@@ -17,6 +17,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/dgtune/dgtune/config"
+	"github.com/dgtune/dgtune/mx"
 )
 
 // ExitError carries a specific exit code.
@@ -99,10 +100,14 @@ func IsTerminal(w io.Writer) bool {
 	return ok && term.IsTerminal(int(f.Fd()))
 }
 
-// AddConfigFlags adds --config and one flag per config key.
+// AddConfigFlags adds --config and one flag per config key. --backend's help names the
+// engines compiled in, with the MLX version the mlx engine runs on.
 func AddConfigFlags(cmd *cobra.Command) {
 	cmd.Flags().String("config", "", "YAML config file (keys as in configs/lora.yaml)")
 	config.BindFlags(cmd.Flags())
+	if f := cmd.Flags().Lookup("backend"); f != nil {
+		f.Usage += " (compiled in: " + mx.DescribeEngines() + ")"
+	}
 }
 
 // LoadConfig resolves the config of cmd: its --config file, DGTUNE_* environment and
