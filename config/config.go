@@ -33,6 +33,14 @@ type Config struct {
 	Resume         bool   `mapstructure:"resume" help:"continue from the training state in adapter_path"`
 	Overwrite      bool   `mapstructure:"overwrite" help:"without resume: start over a run already in adapter_path, deleting its checkpoints, state and metrics (else train refuses)"`
 
+	// mlx-lm's mlx_lm.lora keys with a meaning of their own here (mlxlm.go).
+	Train             bool   `mapstructure:"train" help:"train (false: only evaluate the test split, which needs test: true; mlx-lm)"`
+	Test              bool   `mapstructure:"test" help:"after training, evaluate the test split and print test loss and ppl = exp(loss) (mlx-lm)"`
+	TestBatches       int    `mapstructure:"test_batches" help:"test batches (of batch_size examples) to evaluate (-1 = the whole test split; mlx-lm)"`
+	ResumeAdapterFile string `mapstructure:"resume_adapter_file" help:"start from these adapter weights (a .safetensors file or an adapter directory) with a fresh optimizer (mlx-lm)"`
+	MaxSeqLength      int    `mapstructure:"max_seq_length" help:"cap on prompt + canvas tokens: max_prompt becomes at most max_seq_length - max_canvas (0 = no cap; mlx-lm)"`
+	MaskPrompt        bool   `mapstructure:"mask_prompt" help:"score only the completion: always so for the denoising objective (false is an error; mlx-lm)"`
+
 	MaxCanvas     int     `mapstructure:"max_canvas" help:"truncate completions to this many tokens (the canvas length)"`
 	MaxPrompt     int     `mapstructure:"max_prompt" help:"keep only the last N prompt tokens (0 = no limit)"`
 	EOSFill       bool    `mapstructure:"eos_fill" help:"append <turn|> and fill the canvas with EOS so the model learns where answers end"`
@@ -54,6 +62,10 @@ type Config struct {
 	SkipBadRows       bool   `mapstructure:"skip_bad_rows" help:"skip and count malformed rows instead of failing"`
 
 	Eval Eval `mapstructure:"eval"`
+
+	// Notes are one-line remarks from loading: mlx-lm keys accepted without effect, and
+	// how max_seq_length was mapped. Not a key (no mapstructure tag).
+	Notes []string
 }
 
 // LoRAParameters are the adapter's shape, as in mlx-lm.
@@ -122,6 +134,9 @@ func Defaults() Config {
 		StepsPerEval:          100,
 		SaveEvery:             100,
 		AdapterPath:           "checkpoints/adapters",
+		Train:                 true,
+		TestBatches:           500,
+		MaskPrompt:            true,
 		MaxCanvas:             256,
 		LossPositions:         "corrupted",
 		Weighting:             "none",

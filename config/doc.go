@@ -9,4 +9,10 @@
 // an environment variable with the DGTUNE_ prefix and '_' for '.'
 // ("DGTUNE_LORA_PARAMETERS_RANK"). A key in the file that dgtune does not know is an
 // error naming the nearest valid key.
+//
+// A config written for mlx-lm's `mlx_lm.lora` loads as written (mlxlm.go): its keys are
+// dgtune's where the meaning is the same, honoured where they mean something of their own
+// here (train, test, test_batches, resume_adapter_file, max_seq_length, mask_prompt,
+// optimizer_config.<optimizer>.*), and otherwise accepted with a note saying why they do
+// nothing (report_to, project_name, hf_dataset, trust_remote_code, clear_cache_threshold).
 package config

@@ -94,10 +94,14 @@ func Load(path string, fs *pflag.FlagSet) (Config, error) {
 	for _, k := range keys() {
 		v.SetDefault(k.path, k.value)
 	}
+	var mlxlm *mlxlmFile
 	if path != "" {
 		raw, err := os.ReadFile(path)
 		if err != nil {
 			return Config{}, fmt.Errorf("config: %w", err)
+		}
+		if raw, mlxlm, err = fromMLXLM(path, raw); err != nil {
+			return Config{}, err
 		}
 		if err := checkKeys(path, raw); err != nil {
 			return Config{}, err
@@ -122,6 +126,11 @@ func Load(path string, fs *pflag.FlagSet) (Config, error) {
 			}
 		}
 	}
+	if mlxlm != nil {
+		if err := mlxlm.apply(v); err != nil {
+			return Config{}, err
+		}
+	}
 	if err := applyObjectivePreset(v); err != nil {
 		return Config{}, err
 	}
@@ -135,6 +144,9 @@ func Load(path string, fs *pflag.FlagSet) (Config, error) {
 	})
 	if err != nil {
 		return Config{}, fmt.Errorf("config: %s", cleanDecodeError(err))
+	}
+	if err := c.resolveMLXLM(mlxlm); err != nil {
+		return Config{}, err
 	}
 	if err := c.Validate(); err != nil {
 		return Config{}, err
@@ -268,7 +280,7 @@ func (c Config) Validate() error {
 	if c.Iters < 0 || c.Epochs < 0 {
 		bad("iters %d and epochs %d must not be negative", c.Iters, c.Epochs)
 	}
-	if c.Iters == 0 && c.Epochs == 0 {
+	if c.Iters == 0 && c.Epochs == 0 && c.Train {
 		bad("iters and epochs are both 0: nothing to train")
 	}
 	if c.LearningRate < 0 {
@@ -292,7 +304,7 @@ func (c Config) Validate() error {
 	if len(c.OptimizerConfig.Betas) != 2 {
 		bad("optimizer_config.betas %v: want two values", c.OptimizerConfig.Betas)
 	}
-	if c.AdapterPath == "" {
+	if c.AdapterPath == "" && c.Train { // train: false with no adapter scores the base, as in mlx-lm
 		bad("adapter_path is empty")
 	}
 	for _, t := range c.Eval.NoiseLevels {

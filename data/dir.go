@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -42,11 +43,34 @@ func (d *Dataset) Split(name string) (*Split, error) {
 	return s, nil
 }
 
+// Need names the splits a command reads. Required splits must be present and hold at
+// least one example; Optional splits are read when present. No other file is opened,
+// so eval scoring test.jsonl neither needs nor parses train.jsonl.
+type Need struct {
+	Required, Optional []string
+}
+
 // LoadDir reads the train split and, when present, the valid and test splits of dir.
 // An absent or empty train split is an error; valid and test may be empty.
 func LoadDir(dir string, opts Options) (*Dataset, error) {
+	return Load(dir, opts, Need{Required: []string{"train"}, Optional: []string{"valid", "test"}})
+}
+
+// Load reads the splits of dir that need names, and nothing else.
+func Load(dir string, opts Options, need Need) (*Dataset, error) {
 	if _, err := opts.features(); err != nil {
 		return nil, err
+	}
+	required := map[string]bool{}
+	for _, names := range [][]string{need.Required, need.Optional} {
+		for _, name := range names {
+			if !isSplit(name) {
+				return nil, fmt.Errorf("data: unknown split %q (want train, valid or test)", name)
+			}
+		}
+	}
+	for _, name := range need.Required {
+		required[name] = true
 	}
 	info, err := os.Stat(dir)
 	if err != nil {
@@ -60,16 +84,29 @@ func LoadDir(dir string, opts Options) (*Dataset, error) {
 	}
 	d := &Dataset{Dir: dir}
 	for _, name := range []string{"train", "valid", "test"} {
+		if !required[name] && !slices.Contains(need.Optional, name) {
+			continue
+		}
 		path, err := splitFile(dir, name)
 		if err != nil {
 			return nil, err
 		}
 		if path == "" {
+			if required[name] {
+				return nil, fmt.Errorf("data: no %s.jsonl or %s.parquet in %q", name, name, dir)
+			}
 			continue
 		}
 		s, err := ReadFile(path, opts)
 		if err != nil {
 			return nil, err
+		}
+		if required[name] && len(s.Examples) == 0 {
+			if s.Stats.Skipped > 0 {
+				return nil, fmt.Errorf("data: %s has no examples: all %d rows were bad and skipped, the first: %w",
+					s.Path, s.Stats.Skipped, s.Stats.Reasons[0])
+			}
+			return nil, fmt.Errorf("data: %s has no examples", s.Path)
 		}
 		switch name {
 		case "train":
@@ -80,18 +117,10 @@ func LoadDir(dir string, opts Options) (*Dataset, error) {
 			d.Test = s
 		}
 	}
-	if d.Train == nil {
-		return nil, fmt.Errorf("data: no train.jsonl or train.parquet in %q", dir)
-	}
-	if len(d.Train.Examples) == 0 {
-		if d.Train.Stats.Skipped > 0 {
-			return nil, fmt.Errorf("data: %s has no examples: all %d rows were bad and skipped, the first: %w",
-				d.Train.Path, d.Train.Stats.Skipped, d.Train.Stats.Reasons[0])
-		}
-		return nil, fmt.Errorf("data: %s has no examples", d.Train.Path)
-	}
 	return d, nil
 }
+
+func isSplit(name string) bool { return name == "train" || name == "valid" || name == "test" }
 
 // splitFile finds the file of a split: "" if there is none, an error if both formats
 // are present, since preferring one would silently ignore the other.

@@ -496,3 +496,48 @@ func TestReadFileUnknownType(t *testing.T) {
 		t.Errorf("err = %s, want %s", got, want)
 	}
 }
+
+// Load opens only the splits asked for: a directory holding a test split alone is
+// enough to score it, and a broken train file next to it is never read.
+func TestLoadOnlyNeededSplits(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "test.jsonl"), `{"prompt":"p","completion":"c"}`+"\n")
+	d, err := Load(dir, Options{}, Need{Required: []string{"test"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Train != nil || d.Valid != nil || d.Test == nil || len(d.Test.Examples) != 1 {
+		t.Fatalf("dataset = train %v, valid %v, test %v; want the test split only", d.Train, d.Valid, d.Test)
+	}
+	writeFile(t, filepath.Join(dir, "train.jsonl"), "this is not json\n")
+	writeFile(t, filepath.Join(dir, "valid.parquet"), "nor is this parquet")
+	if _, err := Load(dir, Options{}, Need{Required: []string{"test"}}); err != nil {
+		t.Errorf("test split with a broken train file beside it: %v", err)
+	}
+	// Training needs train, so the broken file is an error there.
+	if _, err := Load(dir, Options{}, Need{Required: []string{"train"}, Optional: []string{"valid"}}); err == nil || !strings.Contains(err.Error(), "train.jsonl:1") {
+		t.Errorf("NeedTrain over a broken train.jsonl: err = %v, want one naming train.jsonl:1", err)
+	}
+
+	only := t.TempDir()
+	writeFile(t, filepath.Join(only, "train.jsonl"), `{"text":"a"}`+"\n")
+	writeFile(t, filepath.Join(only, "test.jsonl"), "")
+	tests := []struct {
+		need Need
+		want string
+	}{
+		{Need{Required: []string{"valid"}}, `data: no valid.jsonl or valid.parquet in "` + only + `"`},
+		{Need{Required: []string{"test"}}, `data: ` + filepath.Join(only, "test.jsonl") + ` has no examples`},
+		{Need{Optional: []string{"dev"}}, `data: unknown split "dev" (want train, valid or test)`},
+	}
+	for _, tt := range tests {
+		if _, err := Load(only, Options{}, tt.need); errString(err) != tt.want {
+			t.Errorf("Load(%+v) error = %s, want %s", tt.need, errString(err), tt.want)
+		}
+	}
+	// An optional split may be absent or empty.
+	d, err = Load(only, Options{}, Need{Required: []string{"train"}, Optional: []string{"valid", "test"}})
+	if err != nil || d.Valid != nil || d.Test == nil || len(d.Test.Examples) != 0 {
+		t.Errorf("optional splits: %+v, %v", d, err)
+	}
+}

@@ -44,6 +44,10 @@ type Result struct {
 	AdapterPath   string   `json:"adapter_path"`
 	StoppedEarly  bool     `json:"stopped_early"`
 	AlreadyDone   bool     `json:"already_done,omitempty"` // resumed a finished run: nothing was trained
+	// Test is the test split's score (test: true), EvaluatedOnly that nothing was trained
+	// (train: false).
+	Test          *TestScore `json:"test,omitempty"`
+	EvaluatedOnly bool       `json:"evaluated_only,omitempty"`
 }
 
 // run is one training run's moving parts.
@@ -61,16 +65,29 @@ type run struct {
 	reporter Reporter
 	total    int
 	lastVal  float64
+	resumed  bool // the training state of adapter_path was loaded
 }
 
 // Run trains as cfg says. It returns ErrInterrupted after saving when ctx is cancelled.
+// With train: false it only scores the test split; with test: true it scores it after
+// training too.
 func Run(ctx context.Context, cfg config.Config, opt Options) (*Result, error) {
+	if !cfg.Train {
+		return evaluateOnly(cfg, opt)
+	}
 	r, err := prepare(cfg, opt)
 	if err != nil {
 		return nil, err
 	}
 	defer r.reporter.Close()
-	return r.loop(ctx)
+	res, err := r.loop(ctx)
+	if err != nil || !cfg.Test {
+		return res, err
+	}
+	if res.Test, err = scoreTest(r.s, cfg, r.log); err != nil {
+		return nil, err
+	}
+	return res, nil
 }
 
 func prepare(cfg config.Config, opt Options) (*run, error) {
@@ -91,7 +108,7 @@ func prepare(cfg config.Config, opt Options) (*run, error) {
 		return nil, err
 	}
 	s.Log = log
-	if err := s.LoadData(); err != nil {
+	if err := s.LoadSplits(dataNeed(cfg)); err != nil {
 		return nil, err
 	}
 	if cfg.EarlyStoppingPatience > 0 && (s.Dataset.Valid == nil || len(s.Dataset.Valid.Examples) == 0) {
@@ -162,6 +179,13 @@ func prepare(cfg config.Config, opt Options) (*run, error) {
 			fmt.Fprintf(log, "deleted %d file(s) of an earlier run in %s\n", n, cfg.AdapterPath)
 		}
 	}
+	if cfg.ResumeAdapterFile != "" {
+		if r.resumed {
+			fmt.Fprintf(log, "resume_adapter_file: not used: continuing from the training state in %s\n", cfg.AdapterPath)
+		} else if err := r.startFromFile(); err != nil {
+			return nil, err
+		}
+	}
 	if err := truncateMetrics(metrics, r.state.Step); err != nil {
 		return nil, err
 	}
@@ -186,8 +210,8 @@ func prepare(cfg config.Config, opt Options) (*run, error) {
 	if cfg.EarlyStoppingPatience > 0 && cfg.StepsPerEval == 0 {
 		fmt.Fprintf(log, "note: early_stopping_patience %d with steps_per_eval 0 validates only at the start and the end, so it cannot stop a run early\n", cfg.EarlyStoppingPatience)
 	}
-	fmt.Fprintf(log, "model %s (%s engine); %d train / %d valid examples; trainable parameters: %d (%.3f%% of %d)\n",
-		cfg.Model, s.Engine.Name(), len(r.train), len(r.val), countParams(r.params.Params()),
+	fmt.Fprintf(log, "model %s (engine %s); %d train / %d valid examples; trainable parameters: %d (%.3f%% of %d)\n",
+		cfg.Model, mx.Describe(s.Engine), len(r.train), len(r.val), countParams(r.params.Params()),
 		100*float64(countParams(r.params.Params()))/float64(modelParams(s.Model)), modelParams(s.Model))
 	return r, nil
 }
@@ -265,6 +289,7 @@ func (r *run) resume() (bool, error) {
 	if note != "" {
 		fmt.Fprintf(r.log, "resume: %s\n", note)
 	}
+	r.resumed = true
 	fmt.Fprintf(r.log, "resume: continuing from step %d in %s\n", st.Step, r.cfg.AdapterPath)
 	return true, nil
 }

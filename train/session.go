@@ -61,15 +61,21 @@ func Open(cfg config.Config) (*Session, error) {
 	return s, nil
 }
 
-// LoadData reads the data directory named by the config.
+// LoadData reads the data directory named by the config: train (required), valid and
+// test (when present).
 func (s *Session) LoadData() error {
+	return s.LoadSplits(data.Need{Required: []string{"train"}, Optional: []string{"valid", "test"}})
+}
+
+// LoadSplits reads only the splits need names from the data directory.
+func (s *Session) LoadSplits(need data.Need) error {
 	if s.Config.Data == "" {
 		return fmt.Errorf("no data: set data in the config or pass --data")
 	}
 	if st, err := os.Stat(s.Config.Data); err != nil || !st.IsDir() {
 		return fmt.Errorf("data directory %q: not found", s.Config.Data)
 	}
-	ds, err := data.LoadDir(s.Config.Data, DataOptions(s.Config))
+	ds, err := data.Load(s.Config.Data, DataOptions(s.Config), need)
 	if err != nil {
 		return err
 	}

@@ -9,10 +9,12 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/dgtune/dgtune/data"
 	"github.com/dgtune/dgtune/data/chat"
 	"github.com/dgtune/dgtune/evaluate"
 	"github.com/dgtune/dgtune/internal/cli"
 	"github.com/dgtune/dgtune/lora"
+	"github.com/dgtune/dgtune/mx"
 	"github.com/dgtune/dgtune/train"
 )
 
@@ -66,15 +68,13 @@ func newCommand() *cobra.Command {
 			if prompt != "" {
 				return single(cmd, s, adapter, prompt)
 			}
-			if err := s.LoadData(); err != nil {
+			// Only the scored split is read: a held-out set needs no train file beside it.
+			if err := s.LoadSplits(data.Need{Required: []string{cfg.Eval.Split}}); err != nil {
 				return err
 			}
 			sp, err := s.Dataset.Split(cfg.Eval.Split)
 			if err != nil {
 				return err
-			}
-			if sp == nil || len(sp.Examples) == 0 {
-				return fmt.Errorf("the %s split of %s is empty", cfg.Eval.Split, cfg.Data)
 			}
 			cases, err := evaluate.Cases(s, sp, cfg.Eval.MaxExamples)
 			if err != nil {
@@ -83,7 +83,7 @@ func newCommand() *cobra.Command {
 			if len(cases) == 0 {
 				return fmt.Errorf("no example of the %s split of %s is usable (all were skipped)", cfg.Eval.Split, cfg.Data)
 			}
-			fmt.Fprintf(log, "evaluating %d %s examples of %s\n", len(cases), cfg.Eval.Split, cfg.Data)
+			fmt.Fprintf(log, "evaluating %d %s examples of %s (engine %s)\n", len(cases), cfg.Eval.Split, cfg.Data, mx.Describe(s.Engine))
 			ev := &evaluate.Evaluator{Session: s, Config: cfg, Cases: cases, Log: log}
 			if cli.IsTerminal(log) {
 				ev.Progress = log

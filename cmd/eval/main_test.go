@@ -255,6 +255,24 @@ func TestEvalBadInput(t *testing.T) {
 	emptyData := filepath.Join(dir, "empty")
 	writeJSONL(t, filepath.Join(emptyData, "train.jsonl"), testRows[:1])
 	writeJSONL(t, filepath.Join(emptyData, "test.jsonl"), nil)
+	gemma4 := filepath.Join(dir, "gemma4")
+	writeModel(t, e, gemma4, nil)
+	cj := filepath.Join(gemma4, "config.json")
+	b, err := os.ReadFile(cj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	doc["model_type"] = "gemma4"
+	if b, err = json.Marshal(doc); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cj, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	noTest := filepath.Join(dir, "notest")
 	writeJSONL(t, filepath.Join(noTest, "train.jsonl"), testRows[:1])
 
@@ -265,8 +283,9 @@ func TestEvalBadInput(t *testing.T) {
 	}{
 		{"another geometry", []string{"--model", model, "--adapter", otherAd, "--data", dataDir},
 			"mlp.gate_proj.lora_b: adapter [2 96], model [2 128]"},
-		{"empty test split", []string{"--model", model, "--data", emptyData}, "the test split of " + emptyData + " is empty"},
+		{"empty test split", []string{"--model", model, "--data", emptyData}, filepath.Join(emptyData, "test.jsonl") + " has no examples"},
 		{"no test split", []string{"--model", model, "--data", noTest}, "no test.jsonl or test.parquet"},
+		{"gemma4 checkpoint", []string{"--model", gemma4, "--data", dataDir}, `model_type "gemma4" is the autoregressive Gemma 4`},
 		{"missing model", []string{"--model", filepath.Join(dir, "nope"), "--data", dataDir}, "config.json"},
 		{"missing adapter", []string{"--model", model, "--adapter", filepath.Join(dir, "nope"), "--data", dataDir},
 			`--adapter "` + filepath.Join(dir, "nope") + `": not found`},
@@ -295,5 +314,33 @@ func TestEvalBadInput(t *testing.T) {
 				t.Error("--json written although eval failed")
 			}
 		})
+	}
+}
+
+// eval reads only the split it scores: a directory with test.jsonl alone works, and so
+// does one whose train.jsonl is broken.
+func TestEvalOnlyItsSplit(t *testing.T) {
+	dir := t.TempDir()
+	model := filepath.Join(dir, "model")
+	writeModel(t, mxtest.Go(t), model, nil)
+	onlyTest := filepath.Join(dir, "only-test")
+	writeJSONL(t, filepath.Join(onlyTest, "test.jsonl"), testRows)
+	brokenTrain := filepath.Join(dir, "broken-train")
+	writeJSONL(t, filepath.Join(brokenTrain, "valid.jsonl"), testRows[:1])
+	if err := os.WriteFile(filepath.Join(brokenTrain, "train.jsonl"), []byte("not json\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ data, split string }{{onlyTest, "test"}, {brokenTrain, "valid"}} {
+		code, stdout, stderr := run(t, "--model", model, "--data", tc.data, "--split", tc.split,
+			"--max-canvas", "8", "--eval.generate=false")
+		if code != 0 {
+			t.Fatalf("%s --split %s: exit %d: %s", tc.data, tc.split, code, stderr)
+		}
+		if !strings.Contains(stdout, "loss @ t=0.5") {
+			t.Errorf("%s: stdout lacks the loss row:\n%s", tc.data, stdout)
+		}
+		if want := "evaluating " + map[string]string{"test": "2 test", "valid": "1 valid"}[tc.split]; !strings.Contains(stderr, want) {
+			t.Errorf("%s: stderr lacks %q:\n%s", tc.data, want, stderr)
+		}
 	}
 }

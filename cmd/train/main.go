@@ -48,8 +48,19 @@ func newCommand() *cobra.Command {
 }
 
 func printResult(w io.Writer, r *train.Result, jsonPath string) error {
+	// mlx-lm's words and precision for the test split, so that what reads its output reads ours.
+	testLine := func() {
+		if r.Test != nil {
+			fmt.Fprintf(w, "Test loss %.3f, Test ppl %.3f.\n", r.Test.Loss, r.Test.PPL)
+		}
+	}
+	if r.EvaluatedOnly {
+		testLine()
+		return writeResultJSON(r, jsonPath)
+	}
 	if r.AlreadyDone {
 		fmt.Fprintf(w, "already trained %d steps; nothing to do (adapter in %s)\n", r.Steps, r.AdapterPath)
+		testLine()
 		return writeResultJSON(r, jsonPath)
 	}
 	line := fmt.Sprintf("trained %d steps: final train loss %.4f (mean since the last report)", r.Steps, r.FinalLoss)
@@ -60,6 +71,7 @@ func printResult(w io.Writer, r *train.Result, jsonPath string) error {
 		line += fmt.Sprintf(" (best %.4f)", *r.BestValLoss)
 	}
 	fmt.Fprintf(w, "%s; saved to %s\n", line, r.AdapterPath)
+	testLine()
 	return writeResultJSON(r, jsonPath)
 }
 

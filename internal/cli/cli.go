@@ -18,6 +18,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/dgtune/dgtune/config"
+	"github.com/dgtune/dgtune/mx"
 )
 
 // ExitError carries a specific exit code.
@@ -102,10 +103,14 @@ func IsTerminal(w io.Writer) bool {
 
 // AddConfigFlags adds --config and one flag per config key the command uses (by its
 // name: train takes every key, eval and export their own; see config.Uses). It also makes
-// an unknown flag's error suggest the nearest flag.
+// an unknown flag's error suggest the nearest flag. --backend's help names the engines
+// compiled in, with the MLX version the mlx engine runs on.
 func AddConfigFlags(cmd *cobra.Command) {
 	cmd.Flags().String("config", "", "YAML config file (keys as in configs/lora.yaml; every command reads all of it)")
 	config.BindFlagsFor(cmd.Flags(), cmd.Name())
+	if f := cmd.Flags().Lookup("backend"); f != nil {
+		f.Usage += " (compiled in: " + mx.DescribeEngines() + ")"
+	}
 	cmd.SetFlagErrorFunc(suggestFlag)
 }
 
@@ -124,8 +129,16 @@ func suggestFlag(cmd *cobra.Command, err error) error {
 }
 
 // LoadConfig resolves the config of cmd: its --config file, DGTUNE_* environment and
-// flags.
+// flags. The config's notes (mlx-lm keys that do nothing here, and how max_seq_length
+// was mapped) go to stderr, one line each.
 func LoadConfig(cmd *cobra.Command) (config.Config, error) {
 	path, _ := cmd.Flags().GetString("config")
-	return config.Load(path, cmd.Flags())
+	c, err := config.Load(path, cmd.Flags())
+	if err != nil {
+		return c, err
+	}
+	for _, n := range c.Notes {
+		fmt.Fprintf(cmd.ErrOrStderr(), "config: %s\n", n)
+	}
+	return c, nil
 }

@@ -743,6 +743,9 @@ func present(keys map[string]json.RawMessage, k string) bool {
 }
 
 func parseConfig(data []byte) (*Config, error) {
+	if err := checkModelType(data); err != nil {
+		return nil, err
+	}
 	var c Config
 	if err := json.Unmarshal(data, &c); err != nil {
 		return nil, err

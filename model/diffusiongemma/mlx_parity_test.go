@@ -36,11 +36,11 @@ func transfer(e mx.Engine, src map[string]*mx.Array) map[string]*mx.Array {
 // twins builds the tiny preset from one set of synthetic weights on both engines.
 func twins(t *testing.T, bits string) (goM, mlxM *dg.Model) {
 	t.Helper()
-	g := mxtest.Go(t)
 	m, err := mx.Open("mlx")
 	if err != nil {
 		t.Fatal(err)
 	}
+	g := mxtest.GoFollowing(t, m)
 	cfg, err := dg.Preset(dg.PresetTiny)
 	if err != nil {
 		t.Fatal(err)

@@ -6,13 +6,42 @@ import (
 	"slices"
 
 	"github.com/dgtune/dgtune/mx"
+	"github.com/dgtune/dgtune/mx/internal/mlxver"
 )
 
-// Engine is the pure-Go engine. It holds no state: every array carries its own data.
-type Engine struct{}
+// Engine is the pure-Go engine. Every array carries its own data; the engine holds only
+// the MLX release whose algorithms it reproduces where MLX releases differ.
+type Engine struct {
+	mlx mlxver.Version
+}
 
-// New returns the go engine.
-func New() *Engine { return &Engine{} }
+// New returns the go engine. Its random numbers are those of the newest MLX release it
+// knows (mlxver.Newest).
+func New() *Engine { return &Engine{mlx: mlxver.Newest} }
+
+// NewFollowing returns a go engine whose random numbers are those of the given MLX
+// release ("0.31.2", or what mlx_version reports), so that it is an exact oracle for an
+// mlx engine built on that release. Where releases differ (v0.32.1: randint's rounding,
+// categorical sampling of a single distribution) it follows the release; the releases
+// dgtune checks are mlxver.Oldest to mlxver.Newest.
+func NewFollowing(mlxVersion string) (*Engine, error) {
+	v, err := mlxver.Parse(mlxVersion)
+	if err != nil {
+		return nil, fmt.Errorf("goeng: %w", err)
+	}
+	return &Engine{mlx: v}, nil
+}
+
+// FollowsMLX is the MLX release whose random numbers the engine reproduces.
+func (e *Engine) FollowsMLX() string { return e.release().String() }
+
+// release is the MLX release followed; a zero Engine follows the newest.
+func (e *Engine) release() mlxver.Version {
+	if e.mlx == (mlxver.Version{}) {
+		return mlxver.Newest
+	}
+	return e.mlx
+}
 
 func init() {
 	mx.Register("go", func() (mx.Engine, error) { return New(), nil })

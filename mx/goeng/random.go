@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/dgtune/dgtune/mx"
+	"github.com/dgtune/dgtune/mx/internal/mlxver"
 	"github.com/dgtune/dgtune/mx/internal/threefry"
 )
 
@@ -48,7 +49,11 @@ func (e *Engine) Uniform(h mx.Handle, shape []int, low, high float64, dt mx.DTyp
 }
 
 func (e *Engine) Randint(h mx.Handle, shape []int, low, high int64, dt mx.DType) mx.Handle {
-	v := must(threefry.Randint(keyOf(h), numel(shape), int32(low), int32(high)))
+	draw := threefry.Randint
+	if !e.release().AtLeast(mlxver.V0_32_1) {
+		draw = threefry.RandintTrunc
+	}
+	v := must(draw(keyOf(h), numel(shape), int32(low), int32(high)))
 	return castTensor(newTensor(shape, mx.Int32, v), dt)
 }
 
@@ -58,7 +63,11 @@ func (e *Engine) Normal(h mx.Handle, shape []int, dt mx.DType) mx.Handle {
 
 func (e *Engine) Categorical(h, hl mx.Handle, axis int) mx.Handle {
 	l := tt(hl)
-	idx := must(threefry.Categorical(keyOf(h), l.f32(), l.shape, axis))
+	draw := threefry.Categorical
+	if !e.release().AtLeast(mlxver.V0_32_1) {
+		draw = threefry.GumbelMax // no inverse-CDF path before v0.32.1
+	}
+	idx := must(draw(keyOf(h), l.f32(), l.shape, axis))
 	shape := slices.Delete(slices.Clone(l.shape), axis, axis+1)
 	out := make([]int32, len(idx))
 	for i, v := range idx {

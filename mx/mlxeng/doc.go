@@ -19,6 +19,10 @@
 // CGO_CFLAGS=-I$(brew --prefix)/include and
 // CGO_LDFLAGS="-L$(brew --prefix)/lib -lmlxc -lmlx".
 //
+// MLX v0.31.2 to v0.32.x are supported (Version reports the one linked). The go engine,
+// the oracle of the parity tests, follows that release where MLX changed an algorithm
+// (goeng.NewFollowing).
+//
 // # Semantics
 //
 // Every mx op maps to the MLX op of the same name (fast.rms_norm, fast.rope,

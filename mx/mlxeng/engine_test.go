@@ -4,6 +4,7 @@ package mlxeng_test
 
 import (
 	"errors"
+	"regexp"
 	"runtime"
 	"slices"
 	"strings"
@@ -217,4 +218,26 @@ func TestMemoryStats(t *testing.T) {
 		t.Errorf("after a 16 MiB array: active %d (before %d), peak %d, cache %d", during.Active, before.Active, during.Peak, during.Cache)
 	}
 	runtime.KeepAlive(x)
+}
+
+// The engine reports the MLX release it runs on, in the supported range, and mx names it.
+func TestVersion(t *testing.T) {
+	v := mlxeng.Version()
+	if !regexp.MustCompile(`^\d+\.\d+\.\d+`).MatchString(v) {
+		t.Fatalf("Version() = %q", v)
+	}
+	e := mlxEngine(t)
+	if e.MLXVersion() != v {
+		t.Errorf("MLXVersion() = %q, Version() = %q", e.MLXVersion(), v)
+	}
+	if lib, got := mx.Library("mlx"); lib != "MLX" || got != v {
+		t.Errorf("mx.Library(mlx) = %q %q", lib, got)
+	}
+	if d := mx.Describe(e); d != "mlx on MLX "+v {
+		t.Errorf("Describe = %q", d)
+	}
+	if d := mx.DescribeEngines(); d != "go, mlx on MLX "+v {
+		t.Errorf("DescribeEngines = %q", d)
+	}
+	t.Logf("MLX %s", v)
 }

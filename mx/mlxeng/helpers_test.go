@@ -15,14 +15,15 @@ import (
 	"github.com/dgtune/dgtune/mx/mxtest"
 )
 
-// engines returns the go engine (the oracle) and the MLX engine.
+// engines returns the go engine (the oracle, following the MLX release this binary
+// runs on) and the MLX engine.
 func engines(t testing.TB) (mx.Engine, mx.Engine) {
 	t.Helper()
 	m, err := mx.Open("mlx")
 	if err != nil {
 		t.Fatalf("open mlx: %v", err)
 	}
-	return mxtest.Go(t), m
+	return mxtest.GoFollowing(t, m), m
 }
 
 func mlxEngine(t testing.TB) *mlxeng.Engine {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/dgtune/dgtune/mx"
 	_ "github.com/dgtune/dgtune/mx/engines"
+	"github.com/dgtune/dgtune/mx/goeng"
 )
 
 // Engines runs body once per engine compiled into the test binary.
@@ -31,6 +32,22 @@ func Engines(t *testing.T, body func(t *testing.T, e mx.Engine)) {
 func Go(t testing.TB) mx.Engine {
 	t.Helper()
 	e, err := mx.Open("go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// GoFollowing returns the go engine as the oracle of other: where MLX releases differ
+// (random numbers, see goeng.NewFollowing) it reproduces the MLX release other runs on.
+// For an engine on no library it is the plain go engine.
+func GoFollowing(t testing.TB, other mx.Engine) mx.Engine {
+	t.Helper()
+	lib, v := mx.Library(other.Name())
+	if lib != "MLX" {
+		return Go(t)
+	}
+	e, err := goeng.NewFollowing(v)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -67,6 +67,16 @@ func Categorical(k Key, logits []float32, shape []int, axis int) ([]uint32, erro
 	return gumbelMax(k, logits, l, 1)
 }
 
+// GumbelMax is categorical sampling by argmax(logits + gumbel) along axis,
+// what MLX releases before v0.32.1 do for every input. Output as Categorical.
+func GumbelMax(k Key, logits []float32, shape []int, axis int) ([]uint32, error) {
+	l, err := newLayout("threefry: gumbel max", logits, shape, axis)
+	if err != nil {
+		return nil, err
+	}
+	return gumbelMax(k, logits, l, 1)
+}
+
 // gumbelMax draws one Gumbel value per (outer, category, inner, sample) in
 // that row-major order, which is MLX's gumbel shape with the category axis
 // inserted at axis, and keeps the first maximum of logits + noise.

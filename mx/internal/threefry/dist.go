@@ -77,6 +77,27 @@ func Randint(k Key, n int, low, high int32) ([]int32, error) {
 	return out, nil
 }
 
+// RandintTrunc mirrors mlx.core.random.randint(low, high, shape, int32, key) before MLX
+// v0.32.1: the same float32 uniform, then int32(max(u, float32(low))), truncated toward
+// zero. Negative draws that are not whole numbers therefore round up (-1.7 gives -1), and
+// a u that rounds up to float32(high) comes out as high.
+func RandintTrunc(k Key, n int, low, high int32) ([]int32, error) {
+	if low >= high {
+		return nil, fmt.Errorf("threefry: randint: empty range [%d, %d)", low, high)
+	}
+	b, err := Bits(k, n)
+	if err != nil {
+		return nil, fmt.Errorf("threefry: randint: %w", err)
+	}
+	lo, hi := float32(low), float32(high)
+	rng := hi - lo
+	out := make([]int32, len(b))
+	for i, v := range b {
+		out[i] = toInt32(max(affine(rng, unit(v), lo), lo))
+	}
+	return out, nil
+}
+
 // randintFrom is randint's tail for one uniform sample u.
 func randintFrom(u float32, low, high int32) int32 {
 	return max(min(toInt32(float32(math.Floor(float64(u)))), high-1), low)

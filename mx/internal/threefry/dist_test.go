@@ -302,3 +302,61 @@ func TestGumbel(t *testing.T) {
 		t.Errorf("Gumbel variance = %v, want 1.645 ± 0.15", v)
 	}
 }
+
+// RandintTrunc is MLX's randint before v0.32.1: the same uniforms, truncated toward zero
+// after max(u, low), with no clamp below high.
+func TestRandintTrunc(t *testing.T) {
+	k := NewKey(11)
+	const n = 7000
+	u, err := Uniform(k, n, -3, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, err := RandintTrunc(k, n, -3, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur, err := Randint(k, n, -3, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	differ := 0
+	for i := range u {
+		// Computed here from the uniform alone: truncation toward zero.
+		if want := int32(u[i]); old[i] != want {
+			t.Fatalf("RandintTrunc[%d] = %d for u = %v, want %d", i, old[i], u[i], want)
+		}
+		whole := u[i] == float32(math.Floor(float64(u[i])))
+		switch {
+		case u[i] >= 0 || whole:
+			if old[i] != cur[i] {
+				t.Errorf("u = %v: old %d, current %d; want equal", u[i], old[i], cur[i])
+			}
+		case old[i] != cur[i]+1:
+			t.Errorf("u = %v: old %d, current %d; want current + 1", u[i], old[i], cur[i])
+		default:
+			differ++
+		}
+	}
+	// u in (-3, 0) is 3/7 of the draws: about 3000 differ. Truncation folds (-1, 1) onto
+	// 0, so 0 comes out twice as often and -3 almost never.
+	if differ < 2700 || differ > 3300 {
+		t.Errorf("%d of %d draws differ between the two rules, want about 3000", differ, n)
+	}
+	// Where float32 rounds u up to high, the old rule returns high (no clamp).
+	const low, high = 1 << 25, 1<<25 + 4
+	ids, err := RandintTrunc(NewKey(3), 2000, low, high)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[int32]int{}
+	for _, id := range ids {
+		seen[id]++
+	}
+	if len(seen) != 2 || seen[low] == 0 || seen[high] == 0 {
+		t.Errorf("RandintTrunc(%d, %d) drew %v, want only %d and %d", low, high, seen, low, high)
+	}
+	if _, err := RandintTrunc(k, 3, 5, 5); err == nil {
+		t.Error("RandintTrunc(5, 5) succeeded, want error")
+	}
+}

@@ -28,8 +28,10 @@
 //     2^32.
 //   - randint(low, high) = clamp(int32(floor(uniform(float32(low),
 //     float32(high)))), low, high-1). Before v0.32.1 MLX returned
-//     int32(max(u, low)) without the clamp to high-1; the two differ only when
-//     u rounds up to exactly high, which the older code let through.
+//     int32(max(u, low)), truncated toward zero and without the clamp to
+//     high-1 (RandintTrunc): the two differ for negative draws that are not
+//     whole numbers (-1.7 is -2 now, -1 before) and when u rounds up to
+//     exactly high, which the older code let through.
 //   - normal = sqrt(2)*scale*erfinv(uniform(nextafter(-1, 0), 1)) + loc with
 //     MLX's float32 erfinv polynomial (fma steps, float32 log).
 //   - gumbel = -log(-log(uniform(0, 1))).
@@ -66,6 +68,7 @@
 //	func Bits(k Key, n int) ([]uint32, error)
 //	func Uniform(k Key, n int, low, high float32) ([]float32, error)
 //	func Randint(k Key, n int, low, high int32) ([]int32, error)
+//	func RandintTrunc(k Key, n int, low, high int32) ([]int32, error)
 //	func Normal(k Key, n int, loc, scale float32) ([]float32, error)
 //	func Gumbel(k Key, n int) ([]float32, error)
 //	func Categorical(k Key, logits []float32, shape []int, axis int) ([]uint32, error)
