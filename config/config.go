@@ -32,6 +32,9 @@ type Config struct {
 	AdapterPath    string `mapstructure:"adapter_path" help:"output directory of the adapter and training state"`
 	Resume         bool   `mapstructure:"resume" help:"continue from the training state in adapter_path"`
 
+	Distributed        string `mapstructure:"distributed" help:"join a data-parallel group: ring, mpi or any (MLX's backends); empty: only when started as a rank (MLX_RANK + MLX_HOSTFILE, mpirun)"`
+	DistributedTimeout int    `mapstructure:"distributed_timeout" help:"seconds without word from a peer rank before the run stops (twice this for the group to form)"`
+
 	MaxCanvas     int     `mapstructure:"max_canvas" help:"truncate completions to this many tokens (the canvas length)"`
 	MaxPrompt     int     `mapstructure:"max_prompt" help:"keep only the last N prompt tokens (0 = no limit)"`
 	EOSFill       bool    `mapstructure:"eos_fill" help:"append <turn|> and fill the canvas with EOS so the model learns where answers end"`
@@ -113,6 +116,7 @@ func Defaults() Config {
 		StepsPerEval:          100,
 		SaveEvery:             100,
 		AdapterPath:           "checkpoints/adapters",
+		DistributedTimeout:    30,
 		MaxCanvas:             256,
 		LossPositions:         "corrupted",
 		Weighting:             "none",
