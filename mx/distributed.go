@@ -24,6 +24,8 @@ type GroupImpl interface {
 	// AllSum returns the elementwise sum of x over every rank; every rank must call it
 	// with the same shape and dtype, in the same order as the other collectives.
 	AllSum(x Handle) Handle
+	// Close ends this process's part in the group: no collective may follow.
+	Close() error
 }
 
 // Group is a set of processes (ranks) that reduce arrays together. Its collectives are
@@ -98,3 +100,8 @@ func (g *Group) AllSum(xs ...*Array) (out []*Array, err error) {
 	Eval(out...)
 	return out, nil
 }
+
+// Close ends this process's part in the group, after its last collective (for MPI,
+// MPI_Finalize, which waits for the other ranks to close too; without it mpirun reports
+// the job as failed).
+func (g *Group) Close() error { return g.g.Close() }

@@ -99,7 +99,11 @@ func joinCluster(cfg config.Config, opt Options) (*cluster, error) {
 	g, err := mx.JoinGroup(e, l.backend, l.backend != "any")
 	close(formed)
 	if err != nil {
-		return nil, fmt.Errorf("distributed: %s: %w", l.source, err)
+		hint := ""
+		if l.backend == "mpi" {
+			hint = " (MLX loads Open MPI's libmpi.so, libmpi.dylib on macOS; set MLX_MPI_LIBNAME to its file name if it has another, e.g. libmpi.so.40)"
+		}
+		return nil, fmt.Errorf("distributed: %s: %w%s", l.source, err, hint)
 	}
 	switch {
 	case l.size > 0 && g.Size() != l.size:
@@ -234,6 +238,14 @@ func (c *cluster) close(err error) {
 	if !c.exiting.CompareAndSwap(false, true) {
 		// The watch goroutine is ending the process with the lost rank's name.
 		time.Sleep(10 * time.Second)
+		return
+	}
+	if err == nil || errors.Is(err, ErrInterrupted) || errors.Is(err, ErrNonFinite) {
+		// After the last collective of a run that ended as agreed; a failed rank skips
+		// it, so that mpirun sees the failure and ends the job.
+		if cerr := c.group.Close(); cerr != nil {
+			fmt.Fprintf(c.log, "distributed: %v\n", cerr)
+		}
 	}
 }
 

@@ -3,8 +3,24 @@
 package mlxeng
 
 /*
+#include <dlfcn.h>
 #include <stdlib.h>
 #include "mlx/c/mlx.h"
+
+// mlxeng_mpi_finalize calls MPI_Finalize in the libmpi MLX loaded (RTLD_GLOBAL), once.
+// MLX finalizes only from a static destructor, which a Go program's exit never runs.
+static int mlxeng_mpi_finalize(void) {
+	int (*finalized)(int*) = (int (*)(int*))dlsym(RTLD_DEFAULT, "MPI_Finalized");
+	int (*finalize)(void) = (int (*)(void))dlsym(RTLD_DEFAULT, "MPI_Finalize");
+	if (finalized == NULL || finalize == NULL) {
+		return -1;
+	}
+	int done = 0;
+	if (finalized(&done) != 0 || done) {
+		return 0;
+	}
+	return finalize();
+}
 
 // mlxeng_comm_stream is the stream collectives run on: MLX's ring and MPI backends
 // reduce on the CPU, so on a GPU engine they get the home thread's CPU stream.
@@ -30,11 +46,12 @@ import (
 
 // group is an MLX distributed group and the stream its collectives run on.
 type group struct {
-	e      *Engine
-	c      C.mlx_distributed_group
-	stream C.mlx_stream
-	rank   int
-	size   int
+	e       *Engine
+	c       C.mlx_distributed_group
+	stream  C.mlx_stream
+	backend string
+	rank    int
+	size    int
 }
 
 // JoinGroup implements mx.Distributed with mlx_distributed_init. MLX keeps one group
@@ -49,7 +66,7 @@ func (e *Engine) JoinGroup(backend string, strict bool) (mx.GroupImpl, error) {
 	// with EPIPE and MLX turns that into an error. (Writes to a closed stdout then fail
 	// with EPIPE too instead of ending the process.)
 	signal.Ignore(syscall.SIGPIPE)
-	g := &group{e: e, c: C.mlx_distributed_group_new()}
+	g := &group{e: e, c: C.mlx_distributed_group_new(), backend: backend}
 	bk := C.CString(backend)
 	defer C.free(unsafe.Pointer(bk))
 	var err error
@@ -91,4 +108,20 @@ func (g *group) AllSum(x mx.Handle) mx.Handle {
 	return g.e.op("all_sum", func(res *C.mlx_array) C.int {
 		return C.mlx_distributed_all_sum(res, a.c, g.c, g.stream)
 	})
+}
+
+// Close implements mx.GroupImpl. For MPI it calls MPI_Finalize on the home thread,
+// where MLX called MPI_Init; the ring needs nothing (its sockets close with the
+// process). A group joined with "any" is not finalized: MLX does not say which backend
+// it picked.
+func (g *group) Close() error {
+	if g.backend != "mpi" || g.size == 1 {
+		return nil
+	}
+	var rc C.int
+	g.e.atHome(func() { rc = C.mlxeng_mpi_finalize() })
+	if rc != 0 {
+		return fmt.Errorf("mlx: MPI_Finalize failed (%d)", int(rc))
+	}
+	return nil
 }
