@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
@@ -121,6 +122,61 @@ func TestDistributed(t *testing.T) {
 			t.Errorf("resumed adapter differs from the uninterrupted one (‖Δ‖/‖x‖ %.3g)", frob)
 		}
 		compareMetrics(t, dir, ref, 0)
+	})
+
+	t.Run("a stopped rank", func(t *testing.T) {
+		// A rank that hangs (here SIGSTOP; a pulled cable looks the same) keeps its sockets
+		// open: MLX's ring would wait in all_sum forever. The side channel's silence bound
+		// ends the other rank.
+		dir := filepath.Join(f.dir, "stopped")
+		hosts := testHostfile(t, 2)
+		args := []string{"--config", f.cfg, "--iters", "100000", "--save-every", "3", "--steps-per-eval", "0", "--batch-size", "2", "--distributed-timeout", "3"}
+		r0 := startRank(t, bin, hosts, 0, append(args, "--adapter-path", dir)...)
+		r1 := startRank(t, bin, hosts, 1, append(args, "--adapter-path", filepath.Join(f.dir, "stopped-rank1"))...)
+		waitFor(t, "training progress", 120*time.Second, func() bool { return stateStep(t, dir) >= 3 })
+		r1.cmd.Process.Signal(syscall.SIGSTOP)
+		stopped := time.Now()
+		err := r0.wait(t, 60*time.Second)
+		took := time.Since(stopped)
+		if err == nil || !strings.Contains(r0.stderr.String(), "rank 1 (127.0.0.1) sent nothing for 3s") {
+			t.Errorf("rank 0: %v\n%s", err, r0.stderr)
+		}
+		if took < 2*time.Second || took > 30*time.Second {
+			t.Errorf("rank 0 stopped %s after rank 1 hung, want about the 3 s timeout", took)
+		}
+		t.Logf("rank 0 exited %s after rank 1 was stopped: %s", took.Round(time.Millisecond), lastLine(r0.stderr.String()))
+		r1.cmd.Process.Kill()
+		if st := stateOf(t, dir); st.Step < 3 {
+			t.Errorf("checkpoint at step %d", st.Step)
+		}
+	})
+
+	t.Run("Ctrl-C on the launcher", func(t *testing.T) {
+		dir := filepath.Join(f.dir, "launched")
+		c := exec.Command(bin, "--config", f.cfg, "--adapter-path", dir, "--launch", "2", "--iters", "100000", "--save-every", "0", "--steps-per-eval", "0", "--batch-size", "2")
+		var stderr bytes.Buffer
+		c.Stderr = &stderr
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		lr := &rank{cmd: c, stderr: &stderr, done: make(chan error, 1)}
+		go func() { lr.done <- c.Wait() }()
+		t.Cleanup(func() { c.Process.Kill() })
+		waitFor(t, "training progress", 120*time.Second, func() bool { return trainEvents(dir) >= 3 })
+		c.Process.Signal(syscall.SIGINT)
+		err := lr.wait(t, 60*time.Second)
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 130 {
+			t.Errorf("launcher: %v, want exit 130\n%s", err, stderr.String())
+		}
+		// Each rank got the signal; the first step whose all_sum carried any of them is the
+		// last for both (which ranks it names depends on when each was interrupted).
+		k := stateStep(t, dir)
+		for _, want := range []string{fmt.Sprintf(`\ninterrupted at step %d \(signal on rank [01](, 1)?\): checkpoint saved`, k), fmt.Sprintf(`\n\[rank 1\] rank 1: interrupted at step %d with the other ranks`, k)} {
+			if !regexp.MustCompile(want).MatchString(stderr.String()) {
+				t.Errorf("stderr lacks %q:\n%s", want, stderr.String())
+			}
+		}
 	})
 
 	t.Run("a signal on one rank stops both", func(t *testing.T) {

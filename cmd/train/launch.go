@@ -120,9 +120,9 @@ func rankArgs(fs *pflag.FlagSet) []string {
 	return append(args, "--distributed=ring")
 }
 
-// waitRanks waits for every rank. After a signal it passes the signal on; after a
-// second one, or when a failed rank leaves the others running past any bound the ranks
-// keep themselves, it kills them.
+// waitRanks waits for every rank. It passes a signal on to them; a second signal, or a
+// failed rank that leaves the others running past any bound the ranks keep themselves,
+// kills them.
 func waitRanks(ctx context.Context, ranks []*exec.Cmd, out *prefixer) error {
 	type exit struct {
 		rank int
@@ -132,18 +132,33 @@ func waitRanks(ctx context.Context, ranks []*exec.Cmd, out *prefixer) error {
 	for r, c := range ranks {
 		go func() { exits <- exit{r, c.Wait()} }()
 	}
-	again := make(chan os.Signal, 1)
-	signal.Notify(again, syscall.SIGINT, syscall.SIGTERM)
-	defer signal.Stop(again)
-	killAll := func() {
-		for _, c := range ranks {
-			c.Process.Kill()
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	signalled := false
+	pass := func(sig os.Signal) {
+		if signalled {
+			fmt.Fprintln(out.w, "train: --launch: second signal: killing every rank")
+			for _, c := range ranks {
+				c.Process.Kill()
+			}
+			return
 		}
+		signalled = true
+		for _, c := range ranks {
+			c.Process.Signal(sig)
+		}
+	}
+	if ctx.Err() != nil { // a signal came while the ranks were starting
+		sig := os.Signal(syscall.SIGINT)
+		if cli.InterruptCode(ctx) == 143 {
+			sig = syscall.SIGTERM
+		}
+		pass(sig)
 	}
 	var deadline <-chan time.Time
 	var failures []string
 	code := 0
-	signalled := false
 	for left := len(ranks); left > 0; {
 		select {
 		case e := <-exits:
@@ -163,26 +178,13 @@ func waitRanks(ctx context.Context, ranks []*exec.Cmd, out *prefixer) error {
 			if deadline == nil {
 				deadline = time.After(3 * time.Minute)
 			}
-		case <-ctx.Done():
-			if !signalled {
-				signalled = true
-				sig := syscall.SIGINT
-				if cli.InterruptCode(ctx) == 143 {
-					sig = syscall.SIGTERM
-				}
-				for _, c := range ranks {
-					c.Process.Signal(sig)
-				}
-				ctx = context.Background()
-				// The signal that cancelled ctx reached again too; only a later one kills.
-				drain(again)
-			}
-		case <-again:
-			fmt.Fprintln(out.w, "train: --launch: second signal: killing every rank")
-			killAll()
+		case sig := <-sigs:
+			pass(sig)
 		case <-deadline:
 			fmt.Fprintln(out.w, "train: --launch: a rank failed and the others are still running after 3 minutes: killing them")
-			killAll()
+			for _, c := range ranks {
+				c.Process.Kill()
+			}
 			deadline = nil
 		}
 	}
@@ -191,16 +193,6 @@ func waitRanks(ctx context.Context, ranks []*exec.Cmd, out *prefixer) error {
 		return &cli.ExitError{Code: code, Err: fmt.Errorf("--launch: %s", strings.Join(failures, "; "))}
 	}
 	return nil
-}
-
-func drain(ch chan os.Signal) {
-	for {
-		select {
-		case <-ch:
-		case <-time.After(50 * time.Millisecond):
-			return
-		}
-	}
 }
 
 // prefixer writes the ranks' stderr lines with a "[rank N] " prefix, whole lines at a
