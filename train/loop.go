@@ -297,7 +297,7 @@ func (r *run) loop(ctx context.Context) (*Result, error) {
 		lr := r.sched(step - 1)
 		r.opt.SetLearningRate(lr)
 		began, reduced := time.Now(), r.c.reduce
-		loss, tokens, err := r.step(step, ctx.Err() != nil)
+		loss, tokens, err := r.step(ctx, step)
 		if err != nil {
 			return nil, err
 		}
@@ -388,13 +388,13 @@ func (r *run) report(step int, lr float64, pace *meter) {
 
 // step runs grad_accumulation_steps micro-batches and one optimizer update, returning
 // the mean loss and the number of tokens (prompt + canvas) processed, over every rank.
-// stop says this rank was asked to stop (a signal): the ranks agree on it in the step's
-// all_sum, so that all of them stop after the same step.
-func (r *run) step(step int, stop bool) (loss float64, tokens int64, err error) {
+// Whether this rank was asked to stop (ctx, a signal) travels in the step's all_sum, so
+// that all ranks stop after the same step.
+func (r *run) step(ctx context.Context, step int) (loss float64, tokens int64, err error) {
 	// Everything a step creates is released when it ends except the new parameters and
 	// the optimizer state (deterministic memory on engines Go's GC cannot see).
 	mx.Tidy(r.s.Engine, func() []*mx.Array {
-		if loss, tokens, err = r.stepArrays(step, stop); err != nil {
+		if loss, tokens, err = r.stepArrays(ctx, step); err != nil {
 			return nil
 		}
 		keep := mapValues(r.params.Params())
@@ -414,7 +414,7 @@ type microBatch struct {
 	corr     []objective.Corruption
 }
 
-func (r *run) stepArrays(step int, stop bool) (float64, int64, error) {
+func (r *run) stepArrays(ctx context.Context, step int) (float64, int64, error) {
 	e := r.s.Engine
 	params := r.params.Params()
 	names := sortedNames(params)
@@ -512,7 +512,7 @@ func (r *run) stepArrays(step int, stop bool) (float64, int64, error) {
 	// was asked to stop.
 	host := make([]float64, 2+r.c.size)
 	host[0], host[1] = lossSum, float64(tokens)
-	if stop {
+	if ctx.Err() != nil {
 		host[2+r.c.rank] = 1
 	}
 	summed, host, err := r.c.sumArrays(e, paramValues(grads, names), host)

@@ -51,7 +51,7 @@ type LostError struct {
 
 func (e *LostError) Error() string {
 	s := fmt.Sprintf("rank %d (%s) %s", e.Rank, e.Host, e.Reason)
-	if e.Via >= 0 {
+	if e.Via >= 0 && e.Via != e.Rank {
 		s += fmt.Sprintf(" (reported by rank %d)", e.Via)
 	}
 	return s

@@ -133,6 +133,12 @@ func TestFailureTravelsRoundTheRing(t *testing.T) {
 	}
 	if le := ws[0].Err().(*LostError); le.Via != 1 && le.Via != 3 {
 		t.Errorf("rank 0 heard it from rank %d", le.Via)
+	} else if got := le.Error(); got != fmt.Sprintf("rank 2 (127.0.0.1) failed: save adapters.safetensors: no space left on device (reported by rank %d)", le.Via) {
+		t.Errorf("message %q", got)
+	}
+	// A neighbour's own failure needs no "reported by".
+	if got := ws[1].Err().Error(); got != "rank 2 (127.0.0.1) failed: save adapters.safetensors: no space left on device" {
+		t.Errorf("rank 1's message %q", got)
 	}
 	// The failing rank itself does not fire on its own news.
 	quietFor(t, ws[2], 200*time.Millisecond)
