@@ -279,7 +279,7 @@ func (r *run) resume() error {
 
 // loop is evaluate → step → report → save, until the last step or a signal.
 func (r *run) loop(ctx context.Context) (*Result, error) {
-	res := &Result{AdapterPath: r.cfg.AdapterPath}
+	res := &Result{AdapterPath: r.cfg.AdapterPath, Rank: r.c.rank}
 	if r.state.Step >= r.total {
 		// A resumed run that had already finished (e.g. killed after its last save).
 		fmt.Fprintf(r.log, "nothing to do: %s already holds %d trained steps of %d\n", r.cfg.AdapterPath, r.state.Step, r.total)
@@ -342,7 +342,6 @@ func (r *run) loop(ctx context.Context) (*Result, error) {
 		}
 	}
 	res.Steps = r.state.Step
-	res.Rank = r.c.rank
 	res.Distributed = r.distributedStats()
 	res.TrainedTokens = r.state.TrainedTokens
 	res.BestValLoss = r.state.BestValLoss
