@@ -57,8 +57,8 @@ func (c *cluster) agree(cfg config.Config, train, val []data.Pair, params map[st
 	for _, k := range keys {
 		row = append(row, hash32(fmt.Sprint(config.Get(cfg, k))))
 	}
-	row = append(row, hash64(pairsDigest(train))...)
-	row = append(row, hash64(pairsDigest(val))...)
+	row = append(row, pairsDigest(train)...)
+	row = append(row, pairsDigest(val)...)
 	row = append(row, hash64([]byte(strings.Join(fingerprints(params), ";")))...)
 	rows, err := c.gather(row)
 	if err != nil {
@@ -98,18 +98,22 @@ func hash32(s string) int32 {
 	return int32(h.Sum32())
 }
 
-func hash64(b []byte) []int32 {
+func hash64(b []byte) []int32 { return words(fnv64(b)) }
+
+func fnv64(b []byte) uint64 {
 	h := fnv.New64a()
 	h.Write(b)
-	v := h.Sum64()
-	return []int32{int32(v >> 32), int32(v)}
+	return h.Sum64()
 }
 
-// pairsDigest is the bytes of the tokenized pairs, in order.
-func pairsDigest(pairs []data.Pair) []byte {
+func words(v uint64) []int32 { return []int32{int32(v >> 32), int32(v)} }
+
+// pairsDigest hashes the tokenized pairs, in order, one pair at a time.
+func pairsDigest(pairs []data.Pair) []int32 {
+	h := fnv.New64a()
 	var b []byte
 	for _, p := range pairs {
-		b = binary.LittleEndian.AppendUint64(b, uint64(p.Index))
+		b = binary.LittleEndian.AppendUint64(b[:0], uint64(p.Index))
 		b = binary.LittleEndian.AppendUint32(b, uint32(len(p.Prompt)))
 		for _, id := range p.Prompt {
 			b = binary.LittleEndian.AppendUint32(b, uint32(id))
@@ -119,8 +123,9 @@ func pairsDigest(pairs []data.Pair) []byte {
 			b = binary.LittleEndian.AppendUint32(b, uint32(id))
 		}
 		b = binary.LittleEndian.AppendUint32(b, uint32(len(p.Images)))
+		h.Write(b)
 	}
-	return b
+	return words(h.Sum64())
 }
 
 // sharedState is what rank 0 hands every rank at the start: its training state, if it

@@ -128,6 +128,9 @@ func joinCluster(cfg config.Config, opt Options) (*cluster, error) {
 }
 
 func (c *cluster) formationError() error {
+	if c.size < 2 { // MLX chose the group (distributed: any, or mpi outside mpirun)
+		return fmt.Errorf("distributed: the %s group did not form within %s (%s)", c.backend, 2*c.timeout, c.source)
+	}
 	right, left := (c.rank+1)%c.size, (c.rank+c.size-1)%c.size
 	where := ""
 	if len(c.addrs) == c.size {
