@@ -81,9 +81,9 @@ func quietFor(t *testing.T, w *Watch, d time.Duration) {
 }
 
 func TestHealthyRingStaysQuiet(t *testing.T) {
-	ws := ring(t, 3, 300*time.Millisecond)
+	ws := ring(t, 3, time.Second)
 	// Several timeouts pass: the pings keep every link alive.
-	quietFor(t, ws[0], time.Second)
+	quietFor(t, ws[0], 2500*time.Millisecond)
 	for _, w := range ws {
 		if w.Err() != nil {
 			t.Errorf("rank %d: %v", w.opt.Rank, w.Err())
@@ -145,9 +145,9 @@ func TestFailureTravelsRoundTheRing(t *testing.T) {
 }
 
 func TestGoodbyeIsNotAFailure(t *testing.T) {
-	ws := ring(t, 3, 300*time.Millisecond)
+	ws := ring(t, 3, time.Second)
 	ws[1].Close()
-	quietFor(t, ws[0], time.Second)
+	quietFor(t, ws[0], 2500*time.Millisecond)
 	quietFor(t, ws[2], 10*time.Millisecond)
 }
 
