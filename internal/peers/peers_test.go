@@ -81,6 +81,7 @@ func quietFor(t *testing.T, w *Watch, d time.Duration) {
 }
 
 func TestHealthyRingStaysQuiet(t *testing.T) {
+	t.Parallel()
 	ws := ring(t, 3, time.Second)
 	// Several timeouts pass: the pings keep every link alive.
 	quietFor(t, ws[0], 2500*time.Millisecond)
@@ -92,6 +93,7 @@ func TestHealthyRingStaysQuiet(t *testing.T) {
 }
 
 func TestDeadRankIsNamedEverywhere(t *testing.T) {
+	t.Parallel()
 	for _, n := range []int{2, 4} {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
 			ws := ring(t, n, 5*time.Second)
@@ -123,6 +125,7 @@ func TestDeadRankIsNamedEverywhere(t *testing.T) {
 }
 
 func TestFailureTravelsRoundTheRing(t *testing.T) {
+	t.Parallel()
 	ws := ring(t, 4, 5*time.Second)
 	ws[2].Fail(errors.New("save adapters.safetensors:\nno space left on device"))
 	for _, r := range []int{0, 1, 3} {
@@ -145,6 +148,7 @@ func TestFailureTravelsRoundTheRing(t *testing.T) {
 }
 
 func TestGoodbyeIsNotAFailure(t *testing.T) {
+	t.Parallel()
 	ws := ring(t, 3, time.Second)
 	ws[1].Close()
 	quietFor(t, ws[0], 2500*time.Millisecond)
@@ -154,6 +158,7 @@ func TestGoodbyeIsNotAFailure(t *testing.T) {
 // TestSilentRankTimesOut: a neighbour that connected and then says nothing (a stopped
 // process, a pulled cable) is lost after the timeout.
 func TestSilentRankTimesOut(t *testing.T) {
+	t.Parallel()
 	ln0, err := Listen("127.0.0.1")
 	if err != nil {
 		t.Fatal(err)
@@ -197,6 +202,7 @@ func TestSilentRankTimesOut(t *testing.T) {
 // TestConnectIsBounded: a neighbour that never comes is an error within the timeout,
 // and a stray client on the port is not mistaken for it.
 func TestConnectIsBounded(t *testing.T) {
+	t.Parallel()
 	ln0, err := Listen("127.0.0.1")
 	if err != nil {
 		t.Fatal(err)
@@ -225,6 +231,7 @@ func TestConnectIsBounded(t *testing.T) {
 }
 
 func TestGroupOfOne(t *testing.T) {
+	t.Parallel()
 	ln, err := Listen("127.0.0.1")
 	if err != nil {
 		t.Fatal(err)
