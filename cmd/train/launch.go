@@ -55,9 +55,7 @@ func launchRanks(cmd *cobra.Command, n int) error {
 		if r > 0 {
 			c.Stderr = stderr.rank(r)
 		}
-		// Its own process group: a Ctrl-C on the terminal reaches the launcher only, which
-		// passes it on exactly once.
-		c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		ownProcessGroup(c)
 		if err := c.Start(); err != nil {
 			for _, started := range ranks[:r] {
 				started.Process.Kill()
