@@ -41,6 +41,9 @@ type Config struct {
 	MaxSeqLength      int    `mapstructure:"max_seq_length" help:"cap on prompt + canvas tokens: max_prompt becomes at most max_seq_length - max_canvas (0 = no cap; mlx-lm)"`
 	MaskPrompt        bool   `mapstructure:"mask_prompt" help:"score only the completion: always so for the denoising objective (false is an error; mlx-lm)"`
 
+	Distributed        string `mapstructure:"distributed" help:"join a data-parallel group: ring, mpi or any (MLX's backends); empty: only when started as a rank (MLX_RANK + MLX_HOSTFILE, mpirun)"`
+	DistributedTimeout int    `mapstructure:"distributed_timeout" help:"seconds without word from a peer rank before the run stops (twice this for the group to form)"`
+
 	MaxCanvas     int     `mapstructure:"max_canvas" help:"truncate completions to this many tokens (the canvas length)"`
 	MaxPrompt     int     `mapstructure:"max_prompt" help:"keep only the last N prompt tokens (0 = no limit)"`
 	EOSFill       bool    `mapstructure:"eos_fill" help:"append <turn|> and fill the canvas with EOS so the model learns where answers end"`
@@ -137,6 +140,7 @@ func Defaults() Config {
 		Train:                 true,
 		TestBatches:           500,
 		MaskPrompt:            true,
+		DistributedTimeout:    30,
 		MaxCanvas:             256,
 		LossPositions:         "corrupted",
 		Weighting:             "none",

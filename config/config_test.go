@@ -64,6 +64,8 @@ func TestBadConfigs(t *testing.T) {
 		{"batch_size: 0\n", "batch_size 0"},
 		{"t_min: 1.5\n", "t_min 1.5"},
 		{"fine_tune_type: full\ngrad_checkpoint: true\n", "grad_checkpoint: needs fine_tune_type lora"},
+		{"distributed: nccl\n", `distributed "nccl": want one of ring, mpi, any`},
+		{"distributed_timeout: 0\n", "distributed_timeout 0: must be at least 1 second"},
 	}
 	for _, c := range cases {
 		_, err := Load(writeYAML(t, c.yaml), nil)

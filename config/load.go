@@ -265,6 +265,12 @@ func (c Config) Validate() error {
 	oneOf("weighting", c.Weighting, "none", "inv_t")
 	oneOf("eval.sampler", c.Eval.Sampler, "confidence", "entropy")
 	c.validateObjective(bad)
+	if c.Distributed != "" {
+		oneOf("distributed", c.Distributed, "ring", "mpi", "any")
+	}
+	if c.DistributedTimeout < 1 {
+		bad("distributed_timeout %d: must be at least 1 second", c.DistributedTimeout)
+	}
 	if c.GradCheckpoint && c.FineTuneType == "full" {
 		bad("grad_checkpoint: needs fine_tune_type lora (a checkpointed layer passes gradients only to LoRA arrays)")
 	}

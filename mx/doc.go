@@ -20,6 +20,11 @@
 // the function and not returned is freed) or Array.Free. On the go engine both are
 // cheap no-ops beyond dropping references; the garbage collector does the rest.
 //
+// Distributed: an engine may also implement Distributed (the mlx engine does, over
+// MLX's ring and MPI backends): JoinGroup joins the group of processes the environment
+// describes, and Group.AllSum sums arrays across it, returning an error when a peer is
+// lost. The go engine runs alone.
+//
 // Errors: ops panic on programmer errors (shape or dtype mismatch), naming the op and
 // the shapes involved. Anything that reads files returns an error.
 package mx

@@ -160,16 +160,26 @@ func encoderTerms(m *dg.Model, hidden *mx.Array, seq []int32, hasImages bool) Te
 	e := m.Engine
 	logits := m.Logits(mx.SliceAxis(hidden, 1, 0, s-1)) // [1, S−1, V]
 	ce := CrossEntropy(logits, seq[1:])
-	w := make([]float32, s-1)
+	w, count := encoderPairs(seq, hasImages, int32(m.Config.ImageTokenID))
+	return Terms{EncSum: mx.Sum(mx.Multiply(ce, mx.FromFloat32(e, w, 1, len(w))), false), EncCount: count}
+}
+
+// encoderPairs weights the encoder's next-token pairs over seq (pair i predicts
+// seq[i+1]): 1, except 0 where the next token is an image soft token of an image prompt.
+func encoderPairs(seq []int32, hasImages bool, imageID int32) ([]float32, float64) {
+	if len(seq) < 2 {
+		return nil, 0
+	}
+	w := make([]float32, len(seq)-1)
 	count := 0.0
 	for i := range w {
-		if hasImages && seq[i+1] == int32(m.Config.ImageTokenID) {
+		if hasImages && seq[i+1] == imageID {
 			continue
 		}
 		w[i] = 1
 		count++
 	}
-	return Terms{EncSum: mx.Sum(mx.Multiply(ce, mx.FromFloat32(e, w, 1, len(w))), false), EncCount: count}
+	return w, count
 }
 
 // must panics on an error of the model's encoder: the examples were checked when the

@@ -202,21 +202,14 @@ func CrossEntropy(logits *mx.Array, target []int32) *mx.Array {
 // way, token-weighted over the batch: Σ_b W·EncSum_b / max(Σ_b EncCount_b, 1), as NeMo
 // AutoModel normalises it. count is always the denoising count.
 func BatchLoss(terms []Terms) (loss *mx.Array, count float64) {
-	var total, encTotal *mx.Array
 	var encCount float64
 	for _, t := range terms {
-		total = addScaled(total, t.Sum, t.Scale)
 		count += t.Count
 		if t.EncSum != nil && t.EncWeight != 0 {
-			encTotal = addScaled(encTotal, t.EncSum, t.EncWeight)
 			encCount += t.EncCount
 		}
 	}
-	loss = mx.DivScalar(total, max(count, 1))
-	if encTotal != nil {
-		loss = mx.Add(loss, mx.DivScalar(encTotal, max(encCount, 1)))
-	}
-	return loss, count
+	return ShareLoss(terms, count, encCount), count
 }
 
 // addScaled returns total + scale·s (s·scale alone when total is nil).

@@ -32,6 +32,9 @@ type Options struct {
 	Log      io.Writer // progress and messages (stderr)
 	Terminal bool      // draw a progress bar instead of log lines
 	Verbose  bool      // print every resolved setting, not only those that differ from the defaults
+	// Exit ends the process when a distributed run loses a rank while this rank may be
+	// blocked inside MLX (see cluster); nil prints err on stderr and exits with 1.
+	Exit func(err error)
 }
 
 // Result summarises a finished run.
@@ -48,6 +51,9 @@ type Result struct {
 	// (train: false).
 	Test          *TestScore `json:"test,omitempty"`
 	EvaluatedOnly bool       `json:"evaluated_only,omitempty"`
+	// Rank is this process's rank in a distributed run (0 alone); only rank 0 writes.
+	Rank        int               `json:"rank,omitempty"`
+	Distributed *DistributedStats `json:"distributed,omitempty"`
 }
 
 // run is one training run's moving parts.
@@ -66,21 +72,36 @@ type run struct {
 	total    int
 	lastVal  float64
 	resumed  bool // the training state of adapter_path was loaded
+	c        *cluster
+	stopBy   []int // ranks that asked to stop (a signal), agreed in the last step's all_sum
+	timing   stepTiming
 }
 
 // Run trains as cfg says. It returns ErrInterrupted after saving when ctx is cancelled.
 // With train: false it only scores the test split; with test: true it scores it after
-// training too.
-func Run(ctx context.Context, cfg config.Config, opt Options) (*Result, error) {
+// training too. Started as one rank of a distributed run (see cluster), it trains its share
+// of every batch with the other ranks.
+func Run(ctx context.Context, cfg config.Config, opt Options) (res *Result, err error) {
 	if !cfg.Train {
 		return evaluateOnly(cfg, opt)
 	}
-	r, err := prepare(cfg, opt)
+	c, err := joinCluster(cfg, opt)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			c.close(fmt.Errorf("internal error: %v", p))
+			panic(p)
+		}
+		c.close(err)
+	}()
+	r, err := prepare(cfg, opt, c)
 	if err != nil {
 		return nil, err
 	}
 	defer r.reporter.Close()
-	res, err := r.loop(ctx)
+	res, err = r.loop(ctx)
 	if err != nil || !cfg.Test {
 		return res, err
 	}
@@ -90,10 +111,13 @@ func Run(ctx context.Context, cfg config.Config, opt Options) (*Result, error) {
 	return res, nil
 }
 
-func prepare(cfg config.Config, opt Options) (*run, error) {
+func prepare(cfg config.Config, opt Options, c *cluster) (*run, error) {
 	log := opt.Log
-	if log == nil {
-		log = io.Discard
+	if log == nil || c.rank != 0 {
+		log = io.Discard // only rank 0 reports
+	}
+	if cfg.BatchSize%c.size != 0 {
+		return nil, fmt.Errorf("batch_size %d does not divide by the %d ranks: it is the global batch, split evenly across ranks (as in mlx-lm); use a multiple of %d", cfg.BatchSize, c.size, c.size)
 	}
 	// Refuse before anything is loaded. overwrite only concerns a fresh start: with
 	// resume the run in adapter_path is continued (as HF Trainer's resume_from_checkpoint
@@ -115,7 +139,7 @@ func prepare(cfg config.Config, opt Options) (*run, error) {
 		return nil, fmt.Errorf("early_stopping_patience %d needs validation losses, but %s has no valid split (valid.jsonl or valid.parquet with examples); add one or set early_stopping_patience 0",
 			cfg.EarlyStoppingPatience, cfg.Data)
 	}
-	r := &run{s: s, cfg: cfg, log: log}
+	r := &run{s: s, cfg: cfg, log: log, c: c}
 	if r.train, err = s.Pairs(s.Dataset.Train); err != nil {
 		return nil, err
 	}
@@ -124,8 +148,10 @@ func prepare(cfg config.Config, opt Options) (*run, error) {
 			return nil, err
 		}
 	}
-	if err := os.MkdirAll(cfg.AdapterPath, 0o755); err != nil {
-		return nil, fmt.Errorf("adapter_path: %w", err)
+	if c.rank == 0 {
+		if err := os.MkdirAll(cfg.AdapterPath, 0o755); err != nil {
+			return nil, fmt.Errorf("adapter_path: %w", err)
+		}
 	}
 	if cfg.FineTuneType == "full" {
 		if cfg.GradCheckpoint {
@@ -159,13 +185,30 @@ func prepare(cfg config.Config, opt Options) (*run, error) {
 	if cfg.Epochs > 0 {
 		r.total = (cfg.Epochs*r.it.BatchesPerEpoch() + cfg.GradAccumulationSteps - 1) / cfg.GradAccumulationSteps
 	}
-	r.state = State{Seed: cfg.Seed, FineTuneType: cfg.FineTuneType, ParamFingerprints: fingerprints(r.params.Params())}
+	if err := c.agree(cfg, r.train, r.val, r.params.Params()); err != nil {
+		return nil, err
+	}
+	r.state = State{Seed: cfg.Seed, FineTuneType: cfg.FineTuneType, ParamFingerprints: fingerprints(r.params.Params()), WorldSize: c.size}
 	metrics := filepath.Join(cfg.AdapterPath, MetricsFile)
 	resumed := false
-	if cfg.Resume {
+	if cfg.Resume || c.size > 1 {
+		// A distributed run resumes when rank 0 does, from rank 0's files.
 		if resumed, err = r.resume(); err != nil {
 			return nil, err
 		}
+	}
+	if cfg.ResumeAdapterFile != "" {
+		// Every rank reads the file (it must be there on every machine); agree has
+		// checked that the ranks train the same tensors.
+		if resumed {
+			fmt.Fprintf(log, "resume_adapter_file: not used: continuing from the training state in %s\n", cfg.AdapterPath)
+		} else if err := r.startFromFile(); err != nil {
+			return nil, err
+		}
+	}
+	if c.rank != 0 {
+		r.reporter = multiReporter{}
+		return r, nil
 	}
 	if !resumed {
 		// A fresh run must not leave an older run's files behind: its numbered
@@ -177,13 +220,6 @@ func prepare(cfg config.Config, opt Options) (*run, error) {
 		}
 		if n > 0 {
 			fmt.Fprintf(log, "deleted %d file(s) of an earlier run in %s\n", n, cfg.AdapterPath)
-		}
-	}
-	if cfg.ResumeAdapterFile != "" {
-		if r.resumed {
-			fmt.Fprintf(log, "resume_adapter_file: not used: continuing from the training state in %s\n", cfg.AdapterPath)
-		} else if err := r.startFromFile(); err != nil {
-			return nil, err
 		}
 	}
 	if err := truncateMetrics(metrics, r.state.Step); err != nil {
@@ -256,11 +292,14 @@ func fingerprints(p map[string]*mx.Array) []string {
 	return out
 }
 
-// resume loads the training state in adapter_path and reports whether there was one.
+// resume loads the training state in adapter_path (rank 0's, handed to every rank) and
+// reports whether there was one.
 func (r *run) resume() (bool, error) {
-	st, params, opt, err := loadState(r.s.Engine, r.cfg.AdapterPath)
+	st, params, opt, err := r.c.loadState(r.s.Engine, r.cfg.AdapterPath, r.cfg.Resume)
 	if errors.Is(err, errNoState) {
-		fmt.Fprintf(r.log, "resume: nothing to resume in %s; starting from scratch\n", r.cfg.AdapterPath)
+		if r.cfg.Resume {
+			fmt.Fprintf(r.log, "resume: nothing to resume in %s; starting from scratch\n", r.cfg.AdapterPath)
+		}
 		return false, nil
 	}
 	if err != nil {
@@ -281,6 +320,15 @@ func (r *run) resume() (bool, error) {
 	if err := r.it.Seek(st.Position); err != nil {
 		return false, fmt.Errorf("resume: %w", err)
 	}
+	if st.WorldSize == 0 {
+		st.WorldSize = 1 // written before world_size existed
+	}
+	if st.WorldSize != r.c.size {
+		// Nothing in the state belongs to one rank: the position, noise keys and losses are
+		// the global batch's, so another split of it continues the same run.
+		fmt.Fprintf(r.log, "resume: the checkpoint was written by %d rank(s), this run has %d: the same steps and examples follow, equal up to float summation order\n", st.WorldSize, r.c.size)
+	}
+	st.WorldSize = r.c.size
 	r.state = st
 	note, err := checkStateCopy(r.cfg.AdapterPath, st)
 	if err != nil {
@@ -296,7 +344,7 @@ func (r *run) resume() (bool, error) {
 
 // loop is evaluate → step → report → save, until the last step or a signal.
 func (r *run) loop(ctx context.Context) (*Result, error) {
-	res := &Result{AdapterPath: r.cfg.AdapterPath}
+	res := &Result{AdapterPath: r.cfg.AdapterPath, Rank: r.c.rank}
 	if r.state.Step >= r.total {
 		// A resumed run that had already finished (e.g. killed after its last save).
 		fmt.Fprintf(r.log, "nothing to do: %s already holds %d trained steps of %d\n", r.cfg.AdapterPath, r.state.Step, r.total)
@@ -313,10 +361,12 @@ func (r *run) loop(ctx context.Context) (*Result, error) {
 		step := r.state.Step + 1
 		lr := r.sched(step - 1)
 		r.opt.SetLearningRate(lr)
-		loss, tokens, err := r.step(step)
+		began, reduced := time.Now(), r.c.reduce
+		loss, tokens, err := r.step(ctx, step)
 		if err != nil {
 			return nil, err
 		}
+		r.timing.add(time.Since(began), r.c.reduce-reduced)
 		if math.IsNaN(loss) || math.IsInf(loss, 0) {
 			return nil, fmt.Errorf("%w at step %d (loss %v); %s", ErrNonFinite, step, loss, r.keptCheckpoints())
 		}
@@ -348,15 +398,19 @@ func (r *run) loop(ctx context.Context) (*Result, error) {
 			fmt.Fprintf(r.log, "early stopping at step %d: no better val loss in %d evaluations\n", step, r.cfg.EarlyStoppingPatience)
 			break
 		}
-		if ctx.Err() != nil {
+		if r.interrupted(ctx) {
 			if err := r.save(step, false); err != nil {
 				return nil, err
 			}
-			fmt.Fprintf(r.log, "interrupted at step %d: checkpoint saved in %s (resume with --resume)\n", step, r.cfg.AdapterPath)
+			fmt.Fprintf(r.log, "interrupted at step %d%s: checkpoint saved in %s (resume with --resume)\n", step, r.stoppedBy(), r.cfg.AdapterPath)
+			if r.c.rank != 0 {
+				fmt.Fprintf(r.c.log, "rank %d: interrupted at step %d with the other ranks%s; rank 0 saved the checkpoint\n", r.c.rank, step, r.stoppedBy())
+			}
 			return nil, ErrInterrupted
 		}
 	}
 	res.Steps = r.state.Step
+	res.Distributed = r.distributedStats()
 	res.TrainedTokens = r.state.TrainedTokens
 	res.BestValLoss = r.state.BestValLoss
 	if len(r.val) > 0 {
@@ -405,12 +459,14 @@ func (r *run) report(step int, lr float64, pace *meter) float64 {
 }
 
 // step runs grad_accumulation_steps micro-batches and one optimizer update, returning
-// the mean loss and the number of tokens (prompt + canvas) processed.
-func (r *run) step(step int) (loss float64, tokens int64, err error) {
+// the mean loss and the number of tokens (prompt + canvas) processed, over every rank.
+// Whether this rank was asked to stop (ctx, a signal) travels in the step's all_sum, so
+// that all ranks stop after the same step.
+func (r *run) step(ctx context.Context, step int) (loss float64, tokens int64, err error) {
 	// Everything a step creates is released when it ends except the new parameters and
 	// the optimizer state (deterministic memory on engines Go's GC cannot see).
 	mx.Tidy(r.s.Engine, func() []*mx.Array {
-		if loss, tokens, err = r.stepArrays(step); err != nil {
+		if loss, tokens, err = r.stepArrays(ctx, step); err != nil {
 			return nil
 		}
 		keep := mapValues(r.params.Params())
@@ -422,37 +478,75 @@ func (r *run) step(step int) (loss float64, tokens int64, err error) {
 	return loss, tokens, err
 }
 
-func (r *run) stepArrays(step int) (float64, int64, error) {
+// microBatch is this rank's share of one micro-batch: the examples, their noise and
+// their index in the global micro-batch.
+type microBatch struct {
+	index    []int
+	examples []objective.Example
+	corr     []objective.Corruption
+}
+
+func (r *run) stepArrays(ctx context.Context, step int) (float64, int64, error) {
+	e := r.s.Engine
 	params := r.params.Params()
 	names := sortedNames(params)
 	var acc optim.Accumulator
 	defer acc.Reset()
-	var lossSum float64
-	var tokens int64
 	accum := r.cfg.GradAccumulationSteps
-	for micro := range accum {
+	// Every micro-batch's noise is drawn first, keyed by the example's index in the
+	// global micro-batch: the loss of a micro-batch is Σ terms / Σ scored positions over
+	// all of its examples, so each rank needs the global counts (canvas positions, and
+	// the encoder's next-token pairs) to weight its share.
+	micros := make([]microBatch, accum)
+	counts := make([]float64, 2*accum)
+	var tokens int64
+	for m := range micros {
 		batch, pos := r.it.Next()
 		r.state.Position = pos
-		examples := make([]objective.Example, len(batch))
-		corr := make([]objective.Corruption, len(batch))
 		for b, p := range batch {
-			examples[b] = objective.Example{Prompt: p.Prompt, Target: p.Target, Images: p.Images}
-			key := mx.Key(r.s.Engine, DeriveSeed(r.cfg.Seed, seedTrainNoise, uint64(step), uint64(micro), uint64(b)))
-			choice := mx.Key(r.s.Engine, DeriveSeed(r.cfg.Seed, seedTrainChoice, uint64(step), uint64(micro), uint64(b)))
-			corr[b] = r.s.Objective.DrawExample(key, choice, p.Target, r.s.Model.Config.TextConfig.VocabSize)
+			if !r.c.mine(b) {
+				continue
+			}
+			ex := objective.Example{Prompt: p.Prompt, Target: p.Target, Images: p.Images}
+			key := mx.Key(e, DeriveSeed(r.cfg.Seed, seedTrainNoise, uint64(step), uint64(m), uint64(b)))
+			choice := mx.Key(e, DeriveSeed(r.cfg.Seed, seedTrainChoice, uint64(step), uint64(m), uint64(b)))
+			c := r.s.Objective.DrawExample(key, choice, p.Target, r.s.Model.Config.TextConfig.VocabSize)
+			mb := &micros[m]
+			mb.index = append(mb.index, b)
+			mb.examples = append(mb.examples, ex)
+			mb.corr = append(mb.corr, c)
+			counts[2*m] += r.s.Objective.Count(c)
+			counts[2*m+1] += r.s.Objective.EncoderCount(ex, r.s.Model.Config.ImageTokenID)
 			tokens += int64(len(p.Prompt) + len(p.Target))
+		}
+	}
+	counts, err := r.c.sumHost(e, counts)
+	if err != nil {
+		return 0, 0, err
+	}
+	var lossSum float64
+	for m, mb := range micros {
+		if len(mb.examples) == 0 {
+			// A short last batch of an epoch can leave a rank without examples: it adds
+			// nothing, and the micro-batch still counts once in the average.
+			zeros := optim.Params{}
+			for _, n := range names {
+				zeros[n] = mx.ZerosLike(params[n])
+			}
+			if err := acc.Add(zeros); err != nil {
+				return 0, 0, err
+			}
+			continue
 		}
 		args := make([]*mx.Array, len(names))
 		for i, n := range names {
 			args[i] = params[n]
 		}
 		// LoRA dropout is on only inside the gradient pass (validation runs without it),
-		// with masks keyed by (seed, step, micro-batch) so a resumed run replays them.
+		// with masks keyed by (seed, step, micro-batch, example) so a resumed run, and a
+		// run split over any number of ranks, replays them.
 		adapter, dropout := r.params.(*lora.Adapter)
 		dropout = dropout && r.cfg.LoRAParameters.Dropout > 0
-		if dropout {
-			adapter.SetTraining(mx.Key(r.s.Engine, DeriveSeed(r.cfg.Seed, seedDropout, uint64(step), uint64(micro))))
-		}
 		vg := mx.ValueAndGrad(func(a []*mx.Array) []*mx.Array {
 			traced := make(map[string]*mx.Array, len(names))
 			for i, n := range names {
@@ -461,12 +555,14 @@ func (r *run) stepArrays(step int) (float64, int64, error) {
 			if err := r.params.SetParams(traced); err != nil {
 				panic(err)
 			}
-			terms := make([]objective.Terms, len(examples))
-			for b := range examples {
-				terms[b] = r.s.Objective.ExampleTerms(r.s.Model, examples[b], corr[b])
+			terms := make([]objective.Terms, len(mb.examples))
+			for i := range mb.examples {
+				if dropout {
+					adapter.SetTraining(mx.Key(e, DeriveSeed(r.cfg.Seed, seedDropout, uint64(step), uint64(m), uint64(mb.index[i]))))
+				}
+				terms[i] = r.s.Objective.ExampleTerms(r.s.Model, mb.examples[i], mb.corr[i])
 			}
-			loss, _ := objective.BatchLoss(terms)
-			return []*mx.Array{loss}
+			return []*mx.Array{objective.ShareLoss(terms, counts[2*m], counts[2*m+1])}
 		})
 		vals, grads := vg(args)
 		if dropout {
@@ -488,6 +584,27 @@ func (r *run) stepArrays(step int) (float64, int64, error) {
 	if err != nil {
 		return 0, 0, err
 	}
+	// One all_sum per step: the gradients, this rank's losses and tokens, and whether it
+	// was asked to stop.
+	host := make([]float64, 2+r.c.size)
+	host[0], host[1] = lossSum, float64(tokens)
+	if ctx.Err() != nil {
+		host[2+r.c.rank] = 1
+	}
+	summed, host, err := r.c.sumArrays(e, paramValues(grads, names), host)
+	if err != nil {
+		return 0, 0, err
+	}
+	for i, n := range names {
+		grads[n] = summed[i]
+	}
+	lossSum, tokens = host[0], int64(host[1])
+	r.stopBy = r.stopBy[:0]
+	for rank, f := range host[2:] {
+		if f > 0 {
+			r.stopBy = append(r.stopBy, rank)
+		}
+	}
 	loss := lossSum / float64(accum)
 	if math.IsNaN(loss) || math.IsInf(loss, 0) {
 		return loss, tokens, nil
@@ -501,6 +618,14 @@ func (r *run) stepArrays(step int) (float64, int64, error) {
 		return 0, 0, err
 	}
 	return loss, tokens, nil
+}
+
+func paramValues(p optim.Params, names []string) []*mx.Array {
+	out := make([]*mx.Array, len(names))
+	for i, n := range names {
+		out[i] = p[n]
+	}
+	return out
 }
 
 func mapValues(p optim.Params) []*mx.Array {
@@ -523,7 +648,14 @@ func (r *run) validate(step int) (bool, error) {
 	if r.cfg.ValBatches > 0 {
 		n = min(n, r.cfg.ValBatches*r.cfg.BatchSize)
 	}
-	loss := ValidationLoss(r.s, r.val[:n], r.cfg.Seed)
+	// Each rank scores its share (example i is rank i mod size's), with the same fixed
+	// corruption as a run of one; the sums add up over the ranks.
+	sum, count := validationSums(r.s, r.val[:n], r.cfg.Seed, r.c.mine)
+	sums, err := r.c.sumHost(r.s.Engine, []float64{sum, count})
+	if err != nil {
+		return false, err
+	}
+	loss := sums[0] / max(sums[1], 1)
 	r.lastVal = loss
 	r.reporter.Val(ValReport{Iteration: step, ValLoss: loss, Examples: n, Seconds: time.Since(start).Seconds()})
 	if math.IsNaN(loss) || math.IsInf(loss, 0) {
@@ -534,8 +666,10 @@ func (r *run) validate(step int) (bool, error) {
 		r.state.BestValLoss = &best
 		r.state.EvalsSinceBest = 0
 		// Step 0 counts too: if training never beats the initial adapter, that is the best.
-		if err := r.saveWeights(BestAdapterFile); err != nil {
-			return false, err
+		if r.c.rank == 0 {
+			if err := r.c.saving(-1, func() error { return r.saveWeights(BestAdapterFile) }); err != nil {
+				return false, err
+			}
 		}
 		return false, nil
 	}
@@ -548,10 +682,19 @@ func (r *run) validate(step int) (bool, error) {
 // number is comparable across steps and runs. It is single-pass: no self-conditioning
 // and no encoder loss, whatever the training objective adds.
 func ValidationLoss(s *Session, pairs []data.Pair, seed uint64) float64 {
-	var sum, count float64
+	sum, count := validationSums(s, pairs, seed, func(int) bool { return true })
+	return sum / max(count, 1)
+}
+
+// validationSums is ValidationLoss's Σ scale·terms and Σ scored positions over the
+// pairs i for which keep(i) holds.
+func validationSums(s *Session, pairs []data.Pair, seed uint64, keep func(i int) bool) (sum, count float64) {
 	vocab := s.Model.Config.TextConfig.VocabSize
 	obj := s.Objective.SinglePass()
 	for i, p := range pairs {
+		if !keep(i) {
+			continue
+		}
 		key := mx.Key(s.Engine, DeriveSeed(seed, seedValNoise, uint64(p.Index), uint64(i)))
 		choice := mx.Key(s.Engine, DeriveSeed(seed, seedValChoice, uint64(p.Index), uint64(i)))
 		c := obj.DrawExample(key, choice, p.Target, vocab)
@@ -563,11 +706,19 @@ func ValidationLoss(s *Session, pairs []data.Pair, seed uint64) float64 {
 		})
 		count += t.Count
 	}
-	return sum / max(count, 1)
+	return sum, count
 }
 
-// save writes the latest weights, a numbered copy when asked, and the training state.
+// save writes the latest weights, a numbered copy when asked, and the training state
+// (on rank 0; the other ranks hold the same values and write nothing).
 func (r *run) save(step int, numbered bool) error {
+	if r.c.rank != 0 {
+		return nil
+	}
+	return r.c.saving(step, func() error { return r.write(step, numbered) })
+}
+
+func (r *run) write(step int, numbered bool) error {
 	if err := r.saveWeights(r.weightsFile()); err != nil {
 		return err
 	}

@@ -44,6 +44,9 @@ type State struct {
 	OptimizerStep     int           `json:"optimizer_step"`
 	FineTuneType      string        `json:"fine_tune_type"`
 	ParamFingerprints []string      `json:"params"`
+	// WorldSize is the number of ranks that trained the last steps (1 alone; 0 in states
+	// written before distributed runs existed). Nothing else in the state is per rank.
+	WorldSize int `json:"world_size"`
 }
 
 // saveState writes params ("param.<name>") and optimizer state ("opt.<key>") with the

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -29,14 +30,30 @@ func newCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if n, _ := cmd.Flags().GetInt("launch"); n > 1 {
+				return launchRanks(cmd, n)
+			} else if n < 0 {
+				return fmt.Errorf("--launch %d: want a number of ranks", n)
+			}
 			jsonPath, _ := cmd.Flags().GetString("json")
 			verbose, _ := cmd.Flags().GetBool("verbose")
-			res, err := train.Run(cmd.Context(), cfg, train.Options{Log: cmd.ErrOrStderr(), Terminal: cli.IsTerminal(cmd.ErrOrStderr()), Verbose: verbose})
+			stderr := cmd.ErrOrStderr()
+			res, err := train.Run(cmd.Context(), cfg, train.Options{
+				Log: stderr, Terminal: cli.IsTerminal(stderr), Verbose: verbose,
+				// A distributed run that loses a rank ends from the goroutine that noticed.
+				Exit: func(err error) {
+					fmt.Fprintf(stderr, "%s: %s\n", cmd.Name(), strings.ReplaceAll(err.Error(), "\n", "; "))
+					os.Exit(1)
+				},
+			})
 			if errors.Is(err, train.ErrInterrupted) {
 				return &cli.ExitError{Code: cli.InterruptCode(cmd.Context()), Err: err}
 			}
 			if err != nil {
 				return err
+			}
+			if res.Rank != 0 {
+				return nil // rank 0 reports the run
 			}
 			return printResult(cmd.OutOrStdout(), res, jsonPath)
 		},
@@ -44,6 +61,7 @@ func newCommand() *cobra.Command {
 	cli.AddConfigFlags(cmd)
 	cmd.Flags().String("json", "", "also write the result as JSON to this file")
 	cmd.Flags().Bool("verbose", false, "print every resolved setting at start, not only those that differ from the defaults")
+	cmd.Flags().Int("launch", 0, "run N ranks of a distributed run on this machine (ring backend on localhost, mlx engine)")
 	return cmd
 }
 

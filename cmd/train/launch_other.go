@@ -1,0 +1,9 @@
+//go:build !unix
+
+package main
+
+import "os/exec"
+
+// ownProcessGroup does nothing where there are no process groups (MLX, and so a rank,
+// does not run there anyway).
+func ownProcessGroup(*exec.Cmd) {}

@@ -1,0 +1,106 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestRankArgs: the ranks get every flag the launcher got, slices re-joined, without
+// --launch and with the ring backend.
+func TestRankArgs(t *testing.T) {
+	cmd := newCommand()
+	if err := cmd.Flags().Parse([]string{"--config", "x.yaml", "--iters", "3", "--launch", "2", "--distributed", "ring",
+		"--lora-parameters.keys", "self_attn.q_proj,mlp.down_proj", "--eval.noise-levels", "0.25,0.5", "--resume"}); err != nil {
+		t.Fatal(err)
+	}
+	got := rankArgs(cmd.Flags())
+	want := []string{"--config=x.yaml", "--eval.noise-levels=0.250000,0.500000", "--iters=3",
+		"--lora-parameters.keys=self_attn.q_proj,mlp.down_proj", "--resume=true", "--distributed=ring"}
+	if !slices.Equal(got, want) {
+		t.Errorf("got  %q\nwant %q", got, want)
+	}
+	// What the ranks get parses back to what the launcher got.
+	again := newCommand()
+	if err := again.Flags().Parse(got); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"config", "iters", "lora-parameters.keys", "eval.noise-levels", "resume", "distributed"} {
+		if a, b := again.Flags().Lookup(name).Value.String(), cmd.Flags().Lookup(name).Value.String(); a != b {
+			t.Errorf("--%s: %q after the round trip, %q before", name, a, b)
+		}
+	}
+}
+
+// TestPrefixer: the other ranks' lines arrive whole, prefixed, however they are cut.
+func TestPrefixer(t *testing.T) {
+	var out bytes.Buffer
+	p := &prefixer{w: &out}
+	r1, r2 := p.rank(1), p.rank(2)
+	r1.Write([]byte("distributed: rank 1 "))
+	r2.Write([]byte("[ring] Socket 7 was closed by the peer\nhalf"))
+	r1.Write([]byte("of 2 joined\n"))
+	r2.Write([]byte(" a line"))
+	p.flush()
+	want := "[rank 2] [ring] Socket 7 was closed by the peer\n[rank 1] distributed: rank 1 of 2 joined\n[rank 2] half a line\n"
+	if out.String() != want {
+		t.Errorf("got\n%s\nwant\n%s", out.String(), want)
+	}
+}
+
+func TestLaunchRefusals(t *testing.T) {
+	f := newFixture(t)
+	cfg := f.config(t, "")
+	t.Run("inside a rank", func(t *testing.T) {
+		t.Setenv("MLX_RANK", "0")
+		code, _, stderr := runMain("--config", cfg, "--launch", "2")
+		if code != 1 || !strings.Contains(stderr, "--launch starts ranks of its own") {
+			t.Errorf("exit %d: %s", code, stderr)
+		}
+	})
+	for _, tc := range []struct{ args []string }{
+		{[]string{"--launch", "-1"}},
+		{[]string{"--launch", "2", "--distributed", "mpi"}},
+	} {
+		code, _, stderr := runMain(append([]string{"--config", cfg}, tc.args...)...)
+		if code != 1 || !strings.HasPrefix(stderr, "train: --launch") {
+			t.Errorf("%v: exit %d: %s", tc.args, code, stderr)
+		}
+	}
+}
+
+// TestLaunchGoEngine runs the built command with --launch 2 on the go engine: both
+// ranks refuse (the go engine cannot join a group), each saying to build with
+// -tags mlx, and the launcher exits non-zero without anything written.
+func TestLaunchGoEngine(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the command and runs it as child processes")
+	}
+	bin := buildTrain(t, t.TempDir())
+	f := newFixture(t)
+	cmd := exec.Command(bin, "--config", f.config(t, ""), "--launch", "2", "--batch-size", "2")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+		t.Fatalf("exit %v, want 1\n%s", err, stderr.String())
+	}
+	for _, want := range []string{
+		"\ntrain: distributed training (2 ranks, from MLX_HOSTFILE ",
+		"\n[rank 1] train: distributed training (2 ranks, from MLX_HOSTFILE ",
+		"needs the mlx engine, and this run's engine is go: build with -tags mlx",
+		"train: --launch: rank ",
+	} {
+		if !strings.Contains("\n"+stderr.String(), want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr.String())
+		}
+	}
+	if _, err := os.Stat(f.adapters); !os.IsNotExist(err) {
+		t.Errorf("adapter_path exists: %v", err)
+	}
+}

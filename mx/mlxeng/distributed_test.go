@@ -1,0 +1,196 @@
+//go:build mlx
+
+package mlxeng_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dgtune/dgtune/mx"
+)
+
+// The rank side of the distributed tests: the parent test runs this test binary once
+// per rank with DGTUNE_TEST_RANK_ROLE set, MLX_RANK and MLX_HOSTFILE as mlx.launch
+// sets them.
+func TestDistributedRankProcess(t *testing.T) {
+	role := os.Getenv("DGTUNE_TEST_RANK_ROLE")
+	if role == "" {
+		t.Skip("run as a rank by TestDistributed*")
+	}
+	e := mlxEngine(t)
+	g, err := mx.JoinGroup(e, "ring", true)
+	if err != nil {
+		fmt.Printf("RESULT join error: %v\n", err)
+		return
+	}
+	if role == "bench" {
+		benchAllSum(g)
+		return
+	}
+	r := float32(g.Rank() + 1)
+	out, err := g.AllSum(mx.FromFloat32(e, []float32{r, 10 * r, -r / 4}, 3), mx.FromInt32(e, []int32{int32(g.Rank()), 1}, 2))
+	if err != nil {
+		fmt.Printf("RESULT sum error: %v\n", err)
+		return
+	}
+	fmt.Printf("RESULT rank %d size %d sum %v %v\n", g.Rank(), g.Size(), out[0].Float32s(), out[1].Int32s())
+	if role != "die" {
+		return
+	}
+	if g.Rank() == 1 {
+		os.Exit(3) // a rank that dies between collectives
+	}
+	start := time.Now()
+	_, err = g.AllSum(mx.FromFloat32(e, make([]float32, 1<<24), 1<<24))
+	fmt.Printf("RESULT after %.1fs: %v\n", time.Since(start).Seconds(), err)
+}
+
+// freePorts returns n TCP ports on 127.0.0.1 that were free a moment ago.
+func freePorts(t testing.TB, n int) []int {
+	t.Helper()
+	var ls []net.Listener
+	var ports []int
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	for _, l := range ls {
+		l.Close()
+	}
+	return ports
+}
+
+// startRanks runs n ranks of this test binary with role and returns their outputs.
+func startRanks(t testing.TB, n int, role string, env ...string) []string {
+	t.Helper()
+	var hosts [][]string
+	for _, p := range freePorts(t, n) {
+		hosts = append(hosts, []string{"127.0.0.1:" + strconv.Itoa(p)})
+	}
+	b, _ := json.Marshal(hosts)
+	hostfile := filepath.Join(t.TempDir(), "hosts.json")
+	if err := os.WriteFile(hostfile, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmds := make([]*exec.Cmd, n)
+	outs := make([]*bytes.Buffer, n)
+	for r := range n {
+		cmds[r] = exec.Command(os.Args[0], "-test.run=^TestDistributedRankProcess$", "-test.v")
+		cmds[r].Env = append(append(os.Environ(), env...), "DGTUNE_TEST_RANK_ROLE="+role, "MLX_RANK="+strconv.Itoa(r), "MLX_HOSTFILE="+hostfile)
+		outs[r] = &bytes.Buffer{}
+		cmds[r].Stdout, cmds[r].Stderr = outs[r], outs[r]
+		if err := cmds[r].Start(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res := make([]string, n)
+	for r, c := range cmds {
+		done := make(chan error, 1)
+		go func() { done <- c.Wait() }()
+		select {
+		case <-done: // the exit status is the test's to judge from the output
+		case <-time.After(120 * time.Second):
+			c.Process.Kill()
+			t.Errorf("rank %d did not finish:\n%s", r, outs[r])
+		}
+		res[r] = outs[r].String()
+	}
+	return res
+}
+
+func resultLine(out string) string {
+	var lines []string
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, "RESULT ") {
+			lines = append(lines, strings.TrimPrefix(l, "RESULT "))
+		}
+	}
+	return strings.Join(lines, " | ")
+}
+
+func TestDistributedAllSum(t *testing.T) {
+	outs := startRanks(t, 2, "sum")
+	for r, o := range outs {
+		want := fmt.Sprintf("rank %d size 2 sum [3 30 -0.75] [1 2]", r)
+		if got := resultLine(o); got != want {
+			t.Errorf("rank %d: %q, want %q\n%s", r, got, want, o)
+		}
+	}
+}
+
+// TestDistributedDeadPeer: a rank that dies between collectives makes the next
+// all_sum of the other fail with an error, fast, instead of killing it (SIGPIPE from
+// MLX's send) or hanging. The array is large enough that rank 0 is still sending when
+// the socket breaks.
+func TestDistributedDeadPeer(t *testing.T) {
+	outs := startRanks(t, 2, "die")
+	got := resultLine(outs[0])
+	if !strings.Contains(got, "connection to a peer was lost") {
+		t.Fatalf("rank 0: %q, want MLX's lost-peer error\n%s", got, outs[0])
+	}
+	var secs float64
+	if _, err := fmt.Sscanf(got[strings.Index(got, "after "):], "after %fs", &secs); err != nil || secs > 10 {
+		t.Errorf("rank 0 noticed after %v s (%v)", secs, err)
+	}
+}
+
+// benchAllSum times all_sum of DGTUNE_TEST_FLOATS float32s, each after a barrier (a
+// one-element all_sum) so that no rank's wait for the others is counted.
+func benchAllSum(g *mx.Group) {
+	n, _ := strconv.Atoi(os.Getenv("DGTUNE_TEST_FLOATS"))
+	const reps = 20
+	e := g.Engine()
+	x := mx.FromFloat32(e, make([]float32, n), n)
+	one := mx.FromFloat32(e, []float32{1}, 1)
+	var total time.Duration
+	for i := range reps + 2 {
+		if _, err := g.AllSum(one); err != nil {
+			fmt.Printf("RESULT error %v\n", err)
+			return
+		}
+		start := time.Now()
+		if _, err := g.AllSum(x); err != nil {
+			fmt.Printf("RESULT error %v\n", err)
+			return
+		}
+		if i >= 2 { // two warm-up rounds
+			total += time.Since(start)
+		}
+	}
+	fmt.Printf("RESULT ns %d\n", total.Nanoseconds()/reps)
+}
+
+// BenchmarkDistributedAllSum measures MLX's ring all_sum between processes on this
+// machine, for the demo's adapter (16,640 floats) and the real recipe's (9,292,800):
+//
+//	go test -tags mlx -run '^$' -bench DistributedAllSum -benchtime 1x ./mx/mlxeng
+//
+// Each rank times 20 all_sums after a barrier; the result is rank 0's mean (ms/allsum).
+func BenchmarkDistributedAllSum(b *testing.B) {
+	for _, ranks := range []int{2, 4} {
+		for _, floats := range []int{16640, 9292800} {
+			b.Run(fmt.Sprintf("ranks=%d/floats=%d", ranks, floats), func(b *testing.B) {
+				outs := startRanks(b, ranks, "bench", "DGTUNE_TEST_FLOATS="+strconv.Itoa(floats))
+				var ns float64
+				if _, err := fmt.Sscanf(resultLine(outs[0]), "ns %g", &ns); err != nil {
+					b.Fatalf("rank 0: %q\n%s", resultLine(outs[0]), outs[0])
+				}
+				b.ReportMetric(ns/1e6, "ms/allsum")
+				b.ReportMetric(float64(4*floats)/ns, "GB/s")
+			})
+		}
+	}
+}
