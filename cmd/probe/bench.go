@@ -4,6 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"runtime"
+	"runtime/pprof"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -27,17 +30,19 @@ type BenchResult struct {
 	CanvasLen       int     `json:"canvas_len"`
 	Steps           int     `json:"steps"`
 	Rank            int     `json:"rank"`
+	GradCheckpoint  bool    `json:"grad_checkpoint"`
+	Threads         int     `json:"threads"`
 }
 
 func benchCommand() *cobra.Command {
-	var modelDir, backend string
+	var modelDir, backend, cpuProfile string
 	var promptLen, canvasLen, steps, rank int
-	var asJSON bool
+	var asJSON, gradCheckpoint bool
 	cmd := &cobra.Command{
-		Use:   "bench --model DIR --prompt-len N --canvas-len L --steps S [--backend go|mlx] [--rank R] --json",
+		Use:   "bench --model DIR --prompt-len N --canvas-len L --steps S [--backend go|mlx] [--rank R] [--grad-checkpoint] --json",
 		Short: "Time LoRA training steps (forward, backward through encoder and decoder, AdamW update)",
 		Long: "Time S LoRA training steps after one warm-up step on random ids; tokens_per_sec is (N+L)·S / time.\n" +
-			"peak_rss_bytes is the process's high-water resident set size.",
+			"peak_rss_bytes is the process's high-water resident set size; threads is GOMAXPROCS.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if promptLen < 1 || canvasLen < 1 || steps < 1 || rank < 1 {
@@ -51,6 +56,7 @@ func benchCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			m.GradCheckpoint = gradCheckpoint
 			lc := lora.DefaultConfig()
 			lc.Rank = rank
 			a, err := lora.Attach(m, lc, 1)
@@ -89,6 +95,17 @@ func benchCommand() *cobra.Command {
 				}
 			}
 			stepOnce(0) // warm-up
+			if cpuProfile != "" {
+				f, err := os.Create(cpuProfile)
+				if err != nil {
+					return fmt.Errorf("--cpuprofile: %w", err)
+				}
+				defer f.Close()
+				if err := pprof.StartCPUProfile(f); err != nil {
+					return fmt.Errorf("--cpuprofile: %w", err)
+				}
+				defer pprof.StopCPUProfile()
+			}
 			start := time.Now()
 			for i := 1; i <= steps; i++ {
 				stepOnce(i)
@@ -102,6 +119,7 @@ func benchCommand() *cobra.Command {
 				TokensPerSec: float64((promptLen+canvasLen)*steps) / el, MsPerStep: 1000 * el / float64(steps),
 				PeakRSSBytes: train.PeakRSS(), TrainableParams: n, Backend: e.Name(),
 				PromptLen: promptLen, CanvasLen: canvasLen, Steps: steps, Rank: rank,
+				GradCheckpoint: gradCheckpoint, Threads: runtime.GOMAXPROCS(0),
 			}
 			w := cmd.OutOrStdout()
 			if asJSON {
@@ -122,6 +140,8 @@ func benchCommand() *cobra.Command {
 	f.IntVar(&steps, "steps", 3, "timed steps after the warm-up")
 	f.IntVar(&rank, "rank", 8, "LoRA rank")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object")
+	f.BoolVar(&gradCheckpoint, "grad-checkpoint", false, "recompute each layer in the backward pass (config grad_checkpoint)")
+	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the timed steps to this file")
 	return cmd
 }
 

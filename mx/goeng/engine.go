@@ -84,7 +84,7 @@ func (e *Engine) Arange(start, stop, step float64, dt mx.DType) mx.Handle {
 
 func (e *Engine) Shape(h mx.Handle) []int    { return tt(h).shape }
 func (e *Engine) DType(h mx.Handle) mx.DType { return tt(h).dt }
-func (e *Engine) ToSlice(h mx.Handle) any    { return cloneData(tt(h).data) }
+func (e *Engine) ToSlice(h mx.Handle) any    { return cloneData(tt(h).raw()) }
 func (e *Engine) Eval(...mx.Handle)          {}
 func (e *Engine) Free(mx.Handle)             {}
 func (e *Engine) PushScope()                 {}

@@ -17,6 +17,13 @@ func matmulKernel(a, b *tensor) *tensor { return matmulOp(a, b, false, false) }
 // swaps an operand's last two axes when its flag is set. sgemm reads the stored
 // operand through its strides, so a transpose costs no copy.
 func matmulOp(a, b *tensor, ta, tb bool) *tensor {
+	// A pending transpose is read as its source with the other flag.
+	if src := a.swapped(); src != nil {
+		a, ta = src, !ta
+	}
+	if src := b.swapped(); src != nil {
+		b, tb = src, !tb
+	}
 	na, nb := len(a.shape), len(b.shape)
 	if na < 2 || nb < 2 {
 		panic(fmt.Sprintf("goeng: matmul %v × %v: operands need two axes", a.shape, b.shape))
@@ -126,7 +133,7 @@ func takeKernel(x, idx *tensor, axis int) *tensor {
 	shape := append(append(slices.Clone(x.shape[:axis]), idx.shape...), x.shape[axis+1:]...)
 	data := makeData(x.dt, numel(shape))
 	ni := len(pos)
-	gatherRows(data, x.data, func(yield func(dst, src int)) {
+	gatherRows(data, x.raw(), func(yield func(dst, src int)) {
 		for p := range pre {
 			for j, s := range pos {
 				yield((p*ni+j)*post, (p*d+s)*post)
@@ -213,7 +220,7 @@ func takeAlongPositions(xShape []int, idx *tensor, axis int) ([]int, []int) {
 func takeAlongKernel(x, idx *tensor, axis int) *tensor {
 	out, pos := takeAlongPositions(x.shape, idx, axis)
 	data := makeData(x.dt, len(pos))
-	gatherRows(data, x.data, func(yield func(dst, src int)) {
+	gatherRows(data, x.raw(), func(yield func(dst, src int)) {
 		for i, p := range pos {
 			yield(i, p)
 		}

@@ -28,7 +28,7 @@ func (e *Engine) Quantize(h mx.Handle, p mx.QuantParams) (mx.Handle, mx.Handle, 
 // qweight unpacks the operands of a quantized op: rows (all leading axes) and logical
 // columns of the packed weight.
 func qweight(wq, scales, biases *tensor, p mx.QuantParams) ([]uint32, []float32, []float32, int, int) {
-	packed, ok := wq.data.([]uint32)
+	packed, ok := wq.raw().([]uint32)
 	if !ok {
 		panic(fmt.Sprintf("goeng: packed weight of dtype %s", wq.dt))
 	}

@@ -27,8 +27,8 @@ func ksub(a, b *tensor) *tensor { return binaryKernel(mx.OpSubtract, a, b) }
 // direct loop instead of the broadcasting kernel's call per element; the result is the
 // same float32 product either way.
 func kmul(a, b *tensor) *tensor {
-	av, aok := a.data.([]float32)
-	bv, bok := b.data.([]float32)
+	av, aok := a.raw().([]float32)
+	bv, bok := b.raw().([]float32)
 	if !aok || !bok || a.dt != mx.Float32 || b.dt != mx.Float32 || !slices.Equal(a.shape, b.shape) {
 		return binaryKernel(mx.OpMultiply, a, b)
 	}
