@@ -170,7 +170,9 @@ type Engine interface {
 	Quantize(w Handle, p QuantParams) (wq, scales, biases Handle)
 	Dequantize(wq, scales, biases Handle, p QuantParams) Handle
 	QuantizedMatmul(x, wq, scales, biases Handle, transpose bool, p QuantParams) Handle
-	GatherQMM(x, wq, scales, biases, rhsIndices Handle, transpose bool, p QuantParams) Handle
+	GatherQMM(x, wq, scales, biases, rhsIndices Handle, transpose bool, p QuantParams, sortedIndices bool) Handle
+	// GatherMM is gather_mm with one row of x per index: x [..., K], w [E, K, N].
+	GatherMM(x, w, rhsIndices Handle, sortedIndices bool) Handle
 
 	// Random numbers from explicit keys (MLX threefry semantics).
 	Key(seed uint64) Handle

@@ -275,20 +275,9 @@ func (l *Layer) route(m *Model, h *mx.Array) (idx, w *mx.Array) {
 }
 
 // experts is Σ_k w_k · GeGLU-expert_{idx_k}(z) with the fused gate/up projection
-// (rows [0, I) gate, [I, 2I) up).
+// (rows [0, I) gate, [I, 2I) up), computed on rows sorted by expert (experts.go).
 func (l *Layer) experts(z, idx, w *mx.Array) *mx.Array {
-	b, s, h := z.Dim(0), z.Dim(1), z.Dim(2)
-	k := idx.Dim(-1)
-	flat := mx.Reshape(z, b*s, 1, h)
-	rep := mx.Reshape(mx.BroadcastTo(flat, b*s, k, h), b*s*k, h)
-	ids := mx.Reshape(idx, b*s*k)
-	gu := l.GateUp.Gather(rep, ids)
-	inter := gu.Dim(-1) / 2
-	gate := mx.SliceAxis(gu, -1, 0, inter)
-	up := mx.SliceAxis(gu, -1, inter, 2*inter)
-	y := l.Experts.Gather(mx.Multiply(mx.GELUTanh(gate), up), ids) // [b·s·k, h]
-	y = mx.Reshape(y, b, s, k, h)
-	return mx.Sum(mx.Multiply(y, mx.ExpandDims(w, -1)), false, 2)
+	return sortedExperts(l.GateUp, l.Experts, z, idx, w)
 }
 
 // ropePeriods turns inverse frequencies into mx.RoPE's per-pair periods (1/inv, +Inf
