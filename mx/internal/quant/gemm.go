@@ -23,6 +23,16 @@ const pw = sgemm.PanelWidth
 // last at K; both are multiples of 32, as are group starts, so every run decoded
 // here starts on a whole word of the bit stream and is a multiple of 32 codes.
 func (w qmat) packT(dst []float32, pc, kb, j0, nt int) {
+	if bits := w.p.Bits; bits == 4 || bits == 8 {
+		w.packT8x8(dst, pc, kb, j0, nt)
+		return
+	}
+	w.packTRows(dst, pc, kb, j0, nt)
+}
+
+// packTRows is packT one row of W at a time, each decoded group by group down its
+// panel column.
+func (w qmat) packTRows(dst []float32, pc, kb, j0, nt int) {
 	gs, bits := w.p.GroupSize, w.p.Bits
 	var code [128]float32
 	for jr := 0; jr < nt; jr += pw {
@@ -72,6 +82,47 @@ func (w qmat) packT(dst []float32, pc, kb, j0, nt int) {
 					}
 				}
 				p0 = p1
+			}
+		}
+	}
+}
+
+// packT8x8 is packT for 4- and 8-bit codes: blocks of eight rows of W by eight codes
+// (one or two words per row, always inside one group) are decoded and transposed into
+// the panel together by decodeT8x8, so the panel is written a row of eight at a time
+// instead of one strided element at a time. Rows past the last multiple of eight go
+// through packT's per-row path. The values are packT's.
+func (w qmat) packT8x8(dst []float32, pc, kb, j0, nt int) {
+	gs, bits := w.p.GroupSize, w.p.Bits
+	var sc, bi [8]float32
+	for jr := 0; jr < nt; jr += pw {
+		panel := dst[jr*kb : (jr+pw)*kb]
+		nn := min(pw, nt-jr)
+		if nn < pw {
+			clear(panel)
+		}
+		n8 := nn / 8 * 8
+		for jb := 0; jb < n8; jb += 8 {
+			r0 := j0 + jr + jb
+			for p := 0; p < kb; p += 8 {
+				k := pc + p
+				g := k / gs
+				if p == 0 || k%gs == 0 {
+					for i := range 8 {
+						sc[i], bi[i] = w.scales[(r0+i)*w.ng+g], w.biases[(r0+i)*w.ng+g]
+					}
+				}
+				decodeT8x8(bits, w.packed[r0*w.wpr+k*bits/32:], w.wpr, &sc, &bi, panel[p*pw+jb:], pw)
+			}
+		}
+		if n8 < nn {
+			// The last rows, fewer than eight: a panel of their own through packT's
+			// per-row path, copied into place.
+			var tmp [pw * sgemm.KBlockMax]float32
+			part := tmp[:pw*kb]
+			w.packTRows(part, pc, kb, j0+jr+n8, nn-n8)
+			for p := range kb {
+				copy(panel[p*pw+n8:p*pw+nn], part[p*pw:p*pw+nn-n8])
 			}
 		}
 	}

@@ -86,3 +86,34 @@ func TestBatchBadInput(t *testing.T) {
 		}
 	}
 }
+
+// TestTranspose8: the assembly block transpose (where built) and the portable one move
+// every element to its transposed place and touch nothing else.
+func TestTranspose8(t *testing.T) {
+	const ld, ldd = 11, 13
+	src := make([]float32, 7*ld+8)
+	for i := range src {
+		src[i] = float32(i) + 0.5
+	}
+	for _, f := range []struct {
+		name string
+		fn   func(src []float32, ld int, dst []float32, ldd int)
+	}{{"Transpose8", Transpose8}, {"go", transpose8Go}} {
+		dst := make([]float32, 7*ldd+8+3)
+		for i := range dst {
+			dst[i] = -1
+		}
+		f.fn(src, ld, dst, ldd)
+		for q := range 8 {
+			for i := range ldd {
+				want := float32(-1)
+				if i < 8 {
+					want = src[i*ld+q]
+				}
+				if idx := q*ldd + i; idx < len(dst) && dst[idx] != want {
+					t.Fatalf("%s: dst[%d·%d+%d] = %v, want %v", f.name, q, ldd, i, dst[idx], want)
+				}
+			}
+		}
+	}
+}

@@ -106,6 +106,9 @@ const PanelWidth = nr
 // group of 32 or 64, nor a packed word.
 const KBlock = 64
 
+// KBlockMax is the largest k-block handed to a PackFunc.
+const KBlockMax = kcMax
+
 // PackFunc writes rows pc..pc+kb−1 and columns j0..j0+nt−1 of op(B) into dst as panels
 // of PanelWidth columns, zero past column nt:
 //
