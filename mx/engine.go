@@ -165,6 +165,7 @@ type Engine interface {
 	RMSNorm(x, weight Handle, eps float64) Handle // weight may be nil
 	RoPE(x Handle, p RoPEParams) Handle
 	ScaledDotProductAttention(q, k, v Handle, scale float64, mask Handle) Handle // mask may be nil
+	GeGLU(gate, up Handle) Handle                                                // gelu_tanh(gate)·up, same shapes
 
 	// Quantization.
 	Quantize(w Handle, p QuantParams) (wq, scales, biases Handle)

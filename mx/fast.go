@@ -1,6 +1,9 @@
 package mx
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
 // RMSNorm normalises the last axis: x / sqrt(mean(x²) + eps) · weight, accumulating in
 // float32. weight may be nil (RMSNormNoScale).
@@ -66,6 +69,17 @@ func ScaledDotProductAttention(q, k, v *Array, scale float64, mask *Array) *Arra
 // GELUTanh is the tanh approximation 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))), a
 // single engine op (OpGELUTanh) with its own VJP. Integer inputs give float32.
 func GELUTanh(x *Array) *Array { return unary(OpGELUTanh, x) }
+
+// GeGLU is GELUTanh(gate)·up for float arrays of one shape, as one engine op: the go
+// engine makes one pass and keeps no GELU temporary for the backward (its VJP
+// recomputes the activation from gate); the mlx engine composes MLX's ops.
+func GeGLU(gate, up *Array) *Array {
+	e := sameEngine("geglu", gate, up)
+	if !slices.Equal(gate.Shape(), up.Shape()) || !gate.DType().IsFloat() || !up.DType().IsFloat() {
+		panic(fmt.Sprintf("mx: geglu: gate %v %s and up %v %s must be float arrays of one shape", gate.Shape(), gate.DType(), up.Shape(), up.DType()))
+	}
+	return Wrap(e, e.GeGLU(gate.h, up.h))
+}
 
 // Quantize packs the last axis of w (MLX affine quantization).
 func Quantize(w *Array, groupSize, bits int) (wq, scales, biases *Array) {

@@ -31,6 +31,7 @@ type BenchResult struct {
 	Steps           int     `json:"steps"`
 	Rank            int     `json:"rank"`
 	GradCheckpoint  bool    `json:"grad_checkpoint"`
+	CPUMsPerStep    float64 `json:"cpu_ms_per_step"`
 	Threads         int     `json:"threads"`
 }
 
@@ -42,7 +43,8 @@ func benchCommand() *cobra.Command {
 		Use:   "bench --model DIR --prompt-len N --canvas-len L --steps S [--backend go|mlx] [--rank R] [--grad-checkpoint] --json",
 		Short: "Time LoRA training steps (forward, backward through encoder and decoder, AdamW update)",
 		Long: "Time S LoRA training steps after one warm-up step on random ids; tokens_per_sec is (N+L)·S / time.\n" +
-			"peak_rss_bytes is the process's high-water resident set size; threads is GOMAXPROCS.",
+			"peak_rss_bytes is the process's high-water resident set size; threads is GOMAXPROCS; cpu_ms_per_step is\n" +
+			"user+system CPU time per step (on a shared machine, steadier than wall time).",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if promptLen < 1 || canvasLen < 1 || steps < 1 || rank < 1 {
@@ -106,11 +108,12 @@ func benchCommand() *cobra.Command {
 				}
 				defer pprof.StopCPUProfile()
 			}
-			start := time.Now()
+			start, cpu0 := time.Now(), cpuSeconds()
 			for i := 1; i <= steps; i++ {
 				stepOnce(i)
 			}
 			el := time.Since(start).Seconds()
+			cpu := cpuSeconds() - cpu0
 			var n int64
 			for _, p := range a.Params() {
 				n += int64(p.Size())
@@ -119,7 +122,7 @@ func benchCommand() *cobra.Command {
 				TokensPerSec: float64((promptLen+canvasLen)*steps) / el, MsPerStep: 1000 * el / float64(steps),
 				PeakRSSBytes: train.PeakRSS(), TrainableParams: n, Backend: e.Name(),
 				PromptLen: promptLen, CanvasLen: canvasLen, Steps: steps, Rank: rank,
-				GradCheckpoint: gradCheckpoint, Threads: runtime.GOMAXPROCS(0),
+				GradCheckpoint: gradCheckpoint, Threads: runtime.GOMAXPROCS(0), CPUMsPerStep: 1000 * cpu / float64(steps),
 			}
 			w := cmd.OutOrStdout()
 			if asJSON {

@@ -25,7 +25,7 @@ func sortedExperts(gateUp, down *ExpertWeight, z, idx, w *mx.Array) *mx.Array {
 	inter := gu.Dim(-1) / 2
 	gate := mx.SliceAxis(gu, -1, 0, inter)
 	up := mx.SliceAxis(gu, -1, inter, 2*inter)
-	y := down.Gather(mx.Multiply(mx.GELUTanh(gate), up), sortedIdx, true) // [T·k, H]
+	y := down.Gather(mx.GeGLU(gate, up), sortedIdx, true) // [T·k, H]
 
 	y = mx.Take(y, mx.Argsort(order, 0), 0) // back to (token, slot) order
 	y = mx.Reshape(y, b, s, k, h)

@@ -226,7 +226,7 @@ func (l *Layer) forward(m *Model, x, scalar *mx.Array, attend attendFunc, offset
 	hMid := mx.Add(x, mx.RMSNorm(attn, l.PostAttnNorm, eps))
 
 	u := mx.RMSNorm(hMid, l.PreFFNorm, eps)
-	h1 := mx.RMSNorm(l.Down.Forward(mx.Multiply(mx.GELUTanh(l.Gate.Forward(u)), l.Up.Forward(u))), l.PostFFNorm1, eps)
+	h1 := mx.RMSNorm(l.Down.Forward(mx.GeGLU(l.Gate.Forward(u), l.Up.Forward(u))), l.PostFFNorm1, eps)
 
 	idx, w := l.route(m, hMid)
 	h2 := mx.RMSNorm(l.experts(mx.RMSNorm(hMid, l.PreFFNorm2, eps), idx, w), l.PostFFNorm2, eps)

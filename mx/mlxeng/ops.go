@@ -150,6 +150,15 @@ func (e *Engine) geluTanh(x *array) *array {
 	return e.binary(mx.OpMultiply, mul(x, scalar(0.5)), add(th, scalar(1)))
 }
 
+// GeGLU implements mx.Engine as geluTanh(gate)·up (MLX has no fused op; MLX's autodiff
+// differentiates the composition).
+func (e *Engine) GeGLU(hg, hu mx.Handle) mx.Handle {
+	gate, up := get(hg), get(hu)
+	g := e.geluTanh(gate)
+	defer e.free(g)
+	return e.binary(mx.OpMultiply, g, up)
+}
+
 func (e *Engine) binaryC(op mx.BinaryOp, a, b C.mlx_array, res *C.mlx_array) C.int {
 	s := e.stream
 	switch op {

@@ -551,6 +551,9 @@ func quantCases() []parityCase {
 			wq, s, b := mx.Quantize(rf(e, 181, 3, 8, 64), 64, 4)
 			return mx.GatherQMM(rf(e, 182, 5, 64), wq, s, b, mx.FromInt32(e, []int32{0, 1, 1, 2, 2}, 5), true, 64, 4, true)
 		})},
+		parityCase{"geglu", libm, one(func(e mx.Engine) *mx.Array {
+			return mx.GeGLU(mx.MulScalar(rf(e, 188, 4, 33), 4), rf(e, 189, 4, 33))
+		})},
 		parityCase{"gather_mm", sums, one(func(e mx.Engine) *mx.Array {
 			return mx.GatherMM(rf(e, 183, 2, 3, 16), rf(e, 184, 4, 16, 12), ri(e, 185, 0, 4, 2, 3), false)
 		})},
