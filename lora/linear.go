@@ -30,8 +30,12 @@ type Linear struct {
 
 // Forward is base(x) + cast_to_dtype_of_x(scale·((dropout(x)·A)·B)).
 func (l *Linear) Forward(x *mx.Array) *mx.Array {
-	z := mx.Matmul(mx.Matmul(l.dropout(x), l.A), l.B)
-	return mx.Add(l.Base.Forward(x), mx.AsType(mx.MulScalar(z, l.Scale), x.DType()))
+	xa := mx.Matmul(l.dropout(x), l.A)
+	if x.DType() == mx.Float32 {
+		// One op for base(x) + scale·(x·A)·B, rounding as the three would.
+		return mx.AddMM(l.Base.Forward(x), xa, l.B, l.Scale, 1)
+	}
+	return mx.Add(l.Base.Forward(x), mx.AsType(mx.MulScalar(mx.Matmul(xa, l.B), l.Scale), x.DType()))
 }
 
 // Dims returns the base linear's input and output widths.

@@ -158,6 +158,7 @@ type Engine interface {
 
 	// Linear algebra and indexing.
 	Matmul(a, b Handle) Handle
+	AddMM(c, a, b Handle, alpha, beta float64) Handle // beta·c + alpha·(a·b)
 	Take(x, indices Handle, axis int) Handle
 	TakeAlongAxis(x, indices Handle, axis int) Handle
 

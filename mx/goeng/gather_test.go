@@ -118,25 +118,3 @@ func TestGatherQMMSorted(t *testing.T) {
 		}
 	}
 }
-
-// TestGeGLU: the fused op gives GELUTanh(gate)·up's bits, keeps the promoted dtype, and
-// refuses arrays of two shapes.
-func TestGeGLU(t *testing.T) {
-	e := mxtest.Go(t)
-	rng := rand.New(rand.NewPCG(35, 36))
-	g, u := mx.MulScalar(mxtest.RandN(e, rng, 5, 33), 3), mxtest.RandN(e, rng, 5, 33)
-	if got, want := mx.GeGLU(g, u).Float32s(), mx.Multiply(mx.GELUTanh(g), u).Float32s(); !slices.Equal(got, want) {
-		t.Fatal("GeGLU differs from GELUTanh(gate)·up")
-	}
-	if dt := mx.GeGLU(mx.AsType(g, mx.BFloat16), u).DType(); dt != mx.Float32 {
-		t.Errorf("bf16 gate with f32 up: dtype %s, want float32", dt)
-	}
-	msg := func() (msg string) {
-		defer func() { msg = fmt.Sprint(recover()) }()
-		mx.GeGLU(g, mx.Reshape(u, 33, 5))
-		return "no panic"
-	}()
-	if !strings.Contains(msg, "geglu") || !strings.Contains(msg, "[33 5]") {
-		t.Errorf("shape mismatch: panic %q", msg)
-	}
-}

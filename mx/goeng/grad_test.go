@@ -95,6 +95,7 @@ func TestGradients(t *testing.T) {
 			return mx.GatherQMM(a[0], eq, es, eb, idx([]int32{2, 0, 2, 1}, 4), true, 64, 8, false)
 		}},
 		{name: "gelu_tanh", shapes: [][]int{{3, 4}}, op: func(a []*mx.Array) *mx.Array { return mx.GELUTanh(a[0]) }},
+		{name: "addmm", shapes: [][]int{{2, 3, 5}, {2, 3, 4}, {4, 5}}, op: func(a []*mx.Array) *mx.Array { return mx.AddMM(a[0], a[1], a[2], 1.5, -0.5) }},
 		{name: "geglu", shapes: [][]int{{3, 4}, {3, 4}}, op: func(a []*mx.Array) *mx.Array { return mx.GeGLU(a[0], mx.MulScalar(a[1], 2)) }},
 		// Expert 1 has no rows: its weight gradient is zero, which the finite differences
 		// check too.

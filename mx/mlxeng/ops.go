@@ -455,6 +455,14 @@ func (e *Engine) Matmul(ha, hb mx.Handle) mx.Handle {
 	return e.op("matmul", func(res *C.mlx_array) C.int { return C.mlx_matmul(res, a.c, b.c, e.stream) })
 }
 
+// AddMM implements mx.Engine with mlx.addmm.
+func (e *Engine) AddMM(hc, ha, hb mx.Handle, alpha, beta float64) mx.Handle {
+	c, a, b := get(hc), get(ha), get(hb)
+	return e.op("addmm", func(res *C.mlx_array) C.int {
+		return C.mlx_addmm(res, c.c, a.c, b.c, C.float(alpha), C.float(beta), e.stream)
+	})
+}
+
 // Take implements mx.Engine.
 func (e *Engine) Take(h, hi mx.Handle, axis int) mx.Handle {
 	x, idx := get(h), get(hi)

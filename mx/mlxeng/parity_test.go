@@ -551,6 +551,12 @@ func quantCases() []parityCase {
 			wq, s, b := mx.Quantize(rf(e, 181, 3, 8, 64), 64, 4)
 			return mx.GatherQMM(rf(e, 182, 5, 64), wq, s, b, mx.FromInt32(e, []int32{0, 1, 1, 2, 2}, 5), true, 64, 4, true)
 		})},
+		parityCase{"addmm", sums, one(func(e mx.Engine) *mx.Array {
+			return mx.AddMM(rf(e, 190, 2, 3, 12), rf(e, 191, 2, 3, 16), rf(e, 192, 16, 12), 8, 1)
+		})},
+		parityCase{"addmm/broadcast c", sums, one(func(e mx.Engine) *mx.Array {
+			return mx.AddMM(rf(e, 193, 12), rf(e, 194, 3, 16), rf(e, 195, 16, 12), 0.5, 2)
+		})},
 		parityCase{"geglu", libm, one(func(e mx.Engine) *mx.Array {
 			return mx.GeGLU(mx.MulScalar(rf(e, 188, 4, 33), 4), rf(e, 189, 4, 33))
 		})},
