@@ -159,7 +159,9 @@ func gradCases() []gradCase {
 				idx := mx.FromInt32(a[0].Engine(), []int32{0, 0, 0, 2, 2, 2}, 6)
 				return weighted(mx.GatherMM(a[0], mx.SwapAxes(a[1], 1, 2), idx, true), 278)
 			}},
-		gradCase{"addmm", func(e mx.Engine) []*mx.Array { return []*mx.Array{rf(e, 282, 3, 5), rf(e, 283, 3, 4), rf(e, 284, 4, 5)} },
+		gradCase{"addmm", func(e mx.Engine) []*mx.Array {
+			return []*mx.Array{rf(e, 282, 3, 5), rf(e, 283, 3, 4), rf(e, 284, 4, 5)}
+		},
 			func(a []*mx.Array) *mx.Array { return weighted(mx.AddMM(a[0], a[1], a[2], 8, 1), 285) }},
 		gradCase{"geglu", func(e mx.Engine) []*mx.Array { return []*mx.Array{mx.MulScalar(rf(e, 279, 3, 5), 3), rf(e, 280, 3, 5)} },
 			func(a []*mx.Array) *mx.Array { return weighted(mx.GeGLU(a[0], a[1]), 281) }},
