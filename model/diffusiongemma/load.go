@@ -37,7 +37,7 @@ func Load(e mx.Engine, dir string, opt LoadOptions) (*Model, error) {
 		if IsVisionTensor(n) && (cfg.VisionConfig == nil || opt.SkipVision) {
 			continue // no tower to build: the config has none, or the caller skips it
 		}
-		a, err := ck.Load(n)
+		a, err := ck.LoadMapped(n)
 		if err != nil {
 			return nil, fmt.Errorf("load %s: %w", dir, err)
 		}
