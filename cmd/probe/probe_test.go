@@ -240,3 +240,32 @@ func TestEstimate(t *testing.T) {
 		t.Fatalf("estimate without --model/--preset: exit %d, want 1", code)
 	}
 }
+
+// TestMkmodelRealFloat32Refused: the real geometry in float32 (100 GB) is an error that
+// says what to use instead, and writes nothing.
+func TestMkmodelRealFloat32Refused(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "out")
+	_, errs, code := probe(t, "mkmodel", "--preset", "real", "--bits", "0", "--out", dir)
+	if code == 0 || !strings.Contains(errs, "--bits 4, 8 or mixed") {
+		t.Fatalf("exit %d, stderr %q", code, errs)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "model.safetensors.index.json")); !os.IsNotExist(err) {
+		t.Fatalf("refused run wrote weights (stat err %v)", err)
+	}
+}
+
+// TestMkmodelSharded: --sharded writes layer shards that probe bench trains on.
+func TestMkmodelSharded(t *testing.T) {
+	dir := t.TempDir()
+	out := mustProbe(t, "mkmodel", "--preset", "tiny", "--bits", "4", "--sharded", "--seed", "2", "--out", dir)
+	if !strings.Contains(out, "3 shards") {
+		t.Fatalf("output %q, want 3 shards (2 layers + globals)", out)
+	}
+	var res map[string]any
+	if err := json.Unmarshal([]byte(mustProbe(t, "bench", "--model", dir, "--prompt-len", "8", "--canvas-len", "8", "--steps", "1", "--json")), &res); err != nil {
+		t.Fatal(err)
+	}
+	if res["tokens_per_sec"].(float64) <= 0 {
+		t.Fatalf("bench on the sharded checkpoint: %v", res)
+	}
+}
