@@ -11,13 +11,14 @@ import (
 func estimateCommand() *cobra.Command {
 	var modelDir, preset, bits string
 	var rank, promptLen, canvasLen, numLayers int
-	var needed bool
+	var needed, gradCheckpoint, mapped bool
 	cmd := &cobra.Command{
-		Use:   "estimate (--model DIR | --preset NAME [--bits 4]) --rank R --prompt-len N --canvas-len L",
+		Use:   "estimate (--model DIR | --preset NAME [--bits 4]) --rank R --prompt-len N --canvas-len L [--grad-checkpoint]",
 		Short: "Predict a LoRA training step's peak memory on the go engine from shapes alone",
 		Long: "Predict peak memory from the config alone (no weights are read): base weights (packed codes and\n" +
-			"scales per the quantization map), LoRA parameters, gradients, AdamW state, the activations the\n" +
-			"backward keeps, and Go's GC headroom (GOGC=100).",
+			"scales per the quantization map; the parts the go engine uses in place from the mapped checkpoint are\n" +
+			"not in Go's heap), LoRA parameters, gradients, AdamW state, the activations the backward keeps (with\n" +
+			"--grad-checkpoint: the layer boundaries plus one layer re-run), and Go's GC headroom (GOGC=100) on the heap.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var cfg *dg.Config
@@ -39,7 +40,8 @@ func estimateCommand() *cobra.Command {
 					return err
 				}
 			}
-			opt := dg.EstimateOptions{Quantization: q, Rank: rank, NumLayers: numLayers, PromptLen: promptLen, CanvasLen: canvasLen, GCPercent: 100}
+			opt := dg.EstimateOptions{Quantization: q, Rank: rank, NumLayers: numLayers, PromptLen: promptLen, CanvasLen: canvasLen,
+				GCPercent: 100, GradCheckpoint: gradCheckpoint, MappedWeights: mapped}
 			if needed {
 				opt.Retention = dg.RetainNeeded
 			}
@@ -60,5 +62,7 @@ func estimateCommand() *cobra.Command {
 	f.IntVar(&promptLen, "prompt-len", 512, "prompt tokens")
 	f.IntVar(&canvasLen, "canvas-len", 256, "canvas tokens")
 	f.BoolVar(&needed, "needed-only", false, "count only what the backward reads (a leaner engine's floor)")
+	f.BoolVar(&gradCheckpoint, "grad-checkpoint", false, "a step with grad_checkpoint: true (per-layer recomputation)")
+	f.BoolVar(&mapped, "mapped", true, "weights loaded in place from the mapped checkpoint where their dtype allows (the go engine); false: all heap copies")
 	return cmd
 }
