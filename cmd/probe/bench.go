@@ -37,18 +37,21 @@ type BenchResult struct {
 
 func benchCommand() *cobra.Command {
 	var modelDir, backend, cpuProfile string
-	var promptLen, canvasLen, steps, rank int
+	var promptLen, canvasLen, steps, rank, warmup int
 	var asJSON, gradCheckpoint bool
 	cmd := &cobra.Command{
 		Use:   "bench --model DIR --prompt-len N --canvas-len L --steps S [--backend go|mlx] [--rank R] [--grad-checkpoint] --json",
 		Short: "Time LoRA training steps (forward, backward through encoder and decoder, AdamW update)",
-		Long: "Time S LoRA training steps after one warm-up step on random ids; tokens_per_sec is (N+L)·S / time.\n" +
+		Long: "Time S LoRA training steps after --warmup steps (default 1) on random ids; tokens_per_sec is (N+L)·S / time.\n" +
 			"peak_rss_bytes is the process's high-water resident set size; threads is GOMAXPROCS; cpu_ms_per_step is\n" +
 			"user+system CPU time per step (on a shared machine, steadier than wall time).",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if promptLen < 1 || canvasLen < 1 || steps < 1 || rank < 1 {
 				return fmt.Errorf("--prompt-len, --canvas-len, --steps and --rank must be at least 1")
+			}
+			if warmup < 0 {
+				return fmt.Errorf("--warmup must be at least 0")
 			}
 			e, err := mx.Open(backend)
 			if err != nil {
@@ -96,7 +99,9 @@ func benchCommand() *cobra.Command {
 					panic(err)
 				}
 			}
-			stepOnce(0) // warm-up
+			for i := range warmup {
+				stepOnce(-i) // the first warm-up step draws key 0, as the timed ones draw 1..S
+			}
 			if cpuProfile != "" {
 				f, err := os.Create(cpuProfile)
 				if err != nil {
@@ -142,6 +147,7 @@ func benchCommand() *cobra.Command {
 	f.IntVar(&canvasLen, "canvas-len", 64, "canvas tokens")
 	f.IntVar(&steps, "steps", 3, "timed steps after the warm-up")
 	f.IntVar(&rank, "rank", 8, "LoRA rank")
+	f.IntVar(&warmup, "warmup", 1, "untimed steps before the timed ones")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object")
 	f.BoolVar(&gradCheckpoint, "grad-checkpoint", false, "recompute each layer in the backward pass (config grad_checkpoint)")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the timed steps to this file")

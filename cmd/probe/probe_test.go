@@ -239,6 +239,20 @@ func TestEstimate(t *testing.T) {
 	if _, _, code := probe(t, "estimate"); code != 1 {
 		t.Fatalf("estimate without --model/--preset: exit %d, want 1", code)
 	}
+	// --json, with and without grad_checkpoint: the checkpointed step keeps far less, and
+	// the mapped 4-bit codes are most of the weights.
+	var plain, ckpt map[string]any
+	args := []string{"estimate", "--preset", "real", "--bits", "4", "--prompt-len", "512", "--canvas-len", "256", "--json"}
+	if err := json.Unmarshal([]byte(mustProbe(t, args...)), &plain); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal([]byte(mustProbe(t, append(args, "--grad-checkpoint")...)), &ckpt); err != nil {
+		t.Fatal(err)
+	}
+	if ckpt["grad_checkpoint"] != true || ckpt["total_bytes"].(float64) >= plain["total_bytes"].(float64)/2 ||
+		plain["mapped_weights_bytes"].(float64) < 0.8*plain["weights_bytes"].(float64) {
+		t.Fatalf("estimate --json: plain %v, checkpointed %v", plain, ckpt)
+	}
 }
 
 // TestMkmodelRealFloat32Refused: the real geometry in float32 (100 GB) is an error that
