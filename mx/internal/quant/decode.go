@@ -19,3 +19,19 @@ func decodeT8x8Go(bits int, words []uint32, wstride int, sc, bi *[8]float32, dst
 		}
 	}
 }
+
+// decodeN16Go dequantizes n runs of 16 consecutive 4- or 8-bit codes of one group (the
+// runs consecutive in words) into dst[i·stride + j] = sc·code + bi, each product rounded
+// on its own as the lookup tables of packN compute it.
+func decodeN16Go(bits int, words []uint32, sc, bi float32, dst []float32, stride, n int) {
+	per := 32 / bits
+	mask := uint32(1)<<bits - 1
+	for i := range n {
+		w := words[i*16/per:]
+		d := dst[i*stride : i*stride+16]
+		for j := range d {
+			c := w[j/per] >> (bits * (j % per)) & mask
+			d[j] = float32(sc*float32(c)) + bi
+		}
+	}
+}

@@ -27,3 +27,24 @@ func decodeT8x8(bits int, words []uint32, wstride int, sc, bi *[8]float32, dst [
 		decodeT8AVX2(&words[0], wstride, &sc[0], &bi[0], &dst[0], ldd)
 	}
 }
+
+//go:noescape
+func decodeN4AVX2(words *uint32, sc, bi float32, dst *float32, stride, n int)
+
+//go:noescape
+func decodeN8AVX2(words *uint32, sc, bi float32, dst *float32, stride, n int)
+
+// decodeN16 is decodeN16Go through AVX2 where the CPU has it (same values).
+func decodeN16(bits int, words []uint32, sc, bi float32, dst []float32, stride, n int) {
+	if !hasAVX2 || n <= 0 {
+		decodeN16Go(bits, words, sc, bi, dst, stride, n)
+		return
+	}
+	_ = words[n*bits/2-1]
+	_ = dst[(n-1)*stride+15]
+	if bits == 4 {
+		decodeN4AVX2(&words[0], sc, bi, &dst[0], stride, n)
+	} else {
+		decodeN8AVX2(&words[0], sc, bi, &dst[0], stride, n)
+	}
+}

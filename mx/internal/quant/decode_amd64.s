@@ -155,3 +155,70 @@ TEXT ·decodeT8AVX2(SB), NOSPLIT, $0-48
 	TRANSPOSE_STORE
 	VZEROUPPER
 	RET
+
+// func decodeN4AVX2(words *uint32, sc, bi float32, dst *float32, stride, n int)
+//
+// n panel rows of 16 consecutive 4-bit codes (two words each, consecutive in words) of
+// one group: dst[i·stride + j] = sc·code_{16i+j} + bi, a multiply then an add.
+TEXT ·decodeN4AVX2(SB), NOSPLIT, $0-40
+	MOVQ         words+0(FP), SI
+	VBROADCASTSS sc+8(FP), Y10
+	VBROADCASTSS bi+12(FP), Y11
+	MOVQ         dst+16(FP), DI
+	MOVQ         stride+24(FP), BX
+	SHLQ         $2, BX
+	MOVQ         n+32(FP), CX
+	VMOVDQU      shifts4<>(SB), Y8
+	VPBROADCASTD mask4<>(SB), Y9
+
+n4loop:
+	VPBROADCASTD (SI), Y0
+	VPBROADCASTD 4(SI), Y1
+	VPSRLVD      Y8, Y0, Y0
+	VPSRLVD      Y8, Y1, Y1
+	VPAND        Y9, Y0, Y0
+	VPAND        Y9, Y1, Y1
+	VCVTDQ2PS    Y0, Y0
+	VCVTDQ2PS    Y1, Y1
+	VMULPS       Y10, Y0, Y0
+	VMULPS       Y10, Y1, Y1
+	VADDPS       Y11, Y0, Y0
+	VADDPS       Y11, Y1, Y1
+	VMOVUPS      Y0, (DI)
+	VMOVUPS      Y1, 32(DI)
+	ADDQ         $8, SI
+	ADDQ         BX, DI
+	DECQ         CX
+	JNZ          n4loop
+	VZEROUPPER
+	RET
+
+// func decodeN8AVX2(words *uint32, sc, bi float32, dst *float32, stride, n int)
+//
+// decodeN4AVX2 for 8-bit codes: a panel row's 16 codes are 16 consecutive bytes.
+TEXT ·decodeN8AVX2(SB), NOSPLIT, $0-40
+	MOVQ         words+0(FP), SI
+	VBROADCASTSS sc+8(FP), Y10
+	VBROADCASTSS bi+12(FP), Y11
+	MOVQ         dst+16(FP), DI
+	MOVQ         stride+24(FP), BX
+	SHLQ         $2, BX
+	MOVQ         n+32(FP), CX
+
+n8loop:
+	VPMOVZXBD (SI), Y0
+	VPMOVZXBD 8(SI), Y1
+	VCVTDQ2PS Y0, Y0
+	VCVTDQ2PS Y1, Y1
+	VMULPS    Y10, Y0, Y0
+	VMULPS    Y10, Y1, Y1
+	VADDPS    Y11, Y0, Y0
+	VADDPS    Y11, Y1, Y1
+	VMOVUPS   Y0, (DI)
+	VMOVUPS   Y1, 32(DI)
+	ADDQ      $16, SI
+	ADDQ      BX, DI
+	DECQ      CX
+	JNZ       n8loop
+	VZEROUPPER
+	RET

@@ -63,3 +63,41 @@ func bitsOf(v []float32) []uint32 {
 }
 
 func math32bits(x float32) uint32 { return math.Float32bits(x) }
+
+// TestPackN16MatchesSlow: the 4/8-bit row decoder writes the element path's panels bit for
+// bit, for groups of 32/64/128, partial last panels and any k-block.
+func TestPackN16MatchesSlow(t *testing.T) {
+	rng := rand.New(rand.NewPCG(45, 46))
+	const rows, cols = 20, 256
+	for _, bits := range []int{4, 8} {
+		for _, gs := range allGroups {
+			p := Params{Bits: bits, GroupSize: gs}
+			packed, scales, biases, _, _ := randQ(t, rng, 1, rows, cols, p)
+			w := newQmat(packed, scales, biases, rows, cols, p)
+			for _, c := range []struct{ pc, kb, j0, nt int }{{0, 20, 0, 256}, {3, 9, 32, 40}, {0, 5, 240, 16}, {7, 13, 128, 101}} {
+				got := nans(roundUp(c.nt, pw) * c.kb)
+				want := nans(roundUp(c.nt, pw) * c.kb)
+				w.packN16(got, c.pc, c.kb, c.j0, c.nt)
+				for jr := 0; jr < c.nt; jr += pw {
+					w.packNSlow(want[jr*c.kb:(jr+pw)*c.kb], c.pc, c.kb, c.j0+jr, min(pw, c.nt-jr))
+				}
+				if !slices.Equal(bitsOf(got), bitsOf(want)) {
+					t.Fatalf("%v %v: row decoder differs from the element path", p, c)
+				}
+			}
+		}
+	}
+	// The assembly (where built) against the portable decoder.
+	words := make([]uint32, 64)
+	for i := range words {
+		words[i] = rng.Uint32()
+	}
+	for _, bits := range []int{4, 8} {
+		got, want := nans(3*40+16), nans(3*40+16)
+		decodeN16(bits, words, 0.37, -1.25, got, 40, 4)
+		decodeN16Go(bits, words, 0.37, -1.25, want, 40, 4)
+		if !slices.Equal(bitsOf(got), bitsOf(want)) {
+			t.Fatalf("%d bits: decodeN16 differs from decodeN16Go", bits)
+		}
+	}
+}

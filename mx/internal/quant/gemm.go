@@ -135,8 +135,8 @@ func (w qmat) packT8x8(dst []float32, pc, kb, j0, nt int) {
 // takes a per-element path.
 func (w qmat) packN(dst []float32, pc, kb, j0, nt int) {
 	gs, bits := w.p.GroupSize, w.p.Bits
-	if bits == 4 && j0%pw == 0 && j0+(nt+pw-1)/pw*pw <= w.cols {
-		w.packN4(dst, pc, kb, j0, nt)
+	if (bits == 4 || bits == 8) && j0%pw == 0 && j0+(nt+pw-1)/pw*pw <= w.cols {
+		w.packN16(dst, pc, kb, j0, nt)
 		return
 	}
 	for jr := 0; jr < nt; jr += pw {
@@ -182,38 +182,26 @@ func (w qmat) packN(dst []float32, pc, kb, j0, nt int) {
 	}
 }
 
-// packN4 is packN for 4-bit codes and whole panels that start on a multiple of the
-// panel width. It walks W row by row, so that the 16 values a code can take in one group
-// (s·c + b, computed as in Dequantize) are tabulated once and shared by the group's
-// gs/16 panel rows: a code then costs a load instead of a multiply-add.
-func (w qmat) packN4(dst []float32, pc, kb, j0, nt int) {
-	gs := w.p.GroupSize
+// packN16 is packN for 4- and 8-bit codes and whole panels that start on a multiple of
+// the panel width: row by row, the panels of one group are decoded by one decodeN16 call
+// (with AVX2, eight codes per instruction sequence). The values are packN4's.
+func (w qmat) packN16(dst []float32, pc, kb, j0, nt int) {
+	gs, bits := w.p.GroupSize, w.p.Bits
 	np := (nt + pw - 1) / pw
-	var tab [16]float32
+	stride := kb * pw
 	for p := range kb {
 		r := pc + p
 		words := w.packed[r*w.wpr : (r+1)*w.wpr]
 		scales, biases := w.scales[r*w.ng:(r+1)*w.ng], w.biases[r*w.ng:(r+1)*w.ng]
-		g := -1
-		for q := range np {
+		for q := 0; q < np; {
 			c := j0 + q*pw
-			if c/gs != g {
-				g = c / gs
-				sg, bg := scales[g], biases[g]
-				for code := range tab {
-					tab[code] = sg*float32(code) + bg
-				}
-			}
-			ws := (*[2]uint32)(words[c/8 : c/8+2])
-			d := (*[pw]float32)(dst[q*kb*pw+p*pw:][:pw])
-			lo, hi := ws[0], ws[1]
-			d[0], d[1], d[2], d[3] = tab[lo&15], tab[lo>>4&15], tab[lo>>8&15], tab[lo>>12&15]
-			d[4], d[5], d[6], d[7] = tab[lo>>16&15], tab[lo>>20&15], tab[lo>>24&15], tab[lo>>28]
-			d[8], d[9], d[10], d[11] = tab[hi&15], tab[hi>>4&15], tab[hi>>8&15], tab[hi>>12&15]
-			d[12], d[13], d[14], d[15] = tab[hi>>16&15], tab[hi>>20&15], tab[hi>>24&15], tab[hi>>28]
-			if nn := nt - q*pw; nn < pw {
-				clear(d[nn:])
-			}
+			g := c / gs
+			n := min(np-q, ((g+1)*gs-c)/pw) // panels left in this group
+			decodeN16(bits, words[c*bits/32:], scales[g], biases[g], dst[q*stride+p*pw:], stride, n)
+			q += n
+		}
+		if nn := nt - (np-1)*pw; nn < pw {
+			clear(dst[(np-1)*stride+p*pw+nn : (np-1)*stride+p*pw+pw])
 		}
 	}
 }
