@@ -86,3 +86,26 @@ func TestAddMM(t *testing.T) {
 		t.Errorf("bad c: panic %q", msg)
 	}
 }
+
+// TestSumMiddleAxes: a sum over axes that are not last (summed in place, without moving
+// them) gives the bits of the same sum with the axes moved last first.
+func TestSumMiddleAxes(t *testing.T) {
+	e := mxtest.Go(t)
+	rng := rand.New(rand.NewPCG(39, 40))
+	x := mxtest.RandN(e, rng, 3, 5, 4, 700)
+	for _, c := range []struct {
+		axes []int
+		perm []int
+	}{{[]int{1}, []int{0, 2, 3, 1}}, {[]int{1, 2}, []int{0, 3, 1, 2}}, {[]int{0}, []int{1, 2, 3, 0}}} {
+		got := mx.Sum(x, false, c.axes...)
+		moved := mx.Add(mx.Transpose(x, c.perm...), mx.Scalar(e, 0, mx.Float32)) // materialised
+		var last []int
+		for i := len(c.perm) - len(c.axes); i < len(c.perm); i++ {
+			last = append(last, i)
+		}
+		want := mx.Sum(moved, false, last...)
+		if !slices.Equal(got.Shape(), want.Shape()) || !slices.Equal(got.Float32s(), want.Float32s()) {
+			t.Errorf("sum over %v: %v differs from the moved sum %v", c.axes, got.Shape(), want.Shape())
+		}
+	}
+}

@@ -133,6 +133,17 @@ func takeKernel(x, idx *tensor, axis int) *tensor {
 	shape := append(append(slices.Clone(x.shape[:axis]), idx.shape...), x.shape[axis+1:]...)
 	data := makeData(x.dt, numel(shape))
 	ni := len(pos)
+	if v, ok := x.raw().([]float32); ok && post >= 16 {
+		// Rows of floats (embedding lookups, the experts' gathered rows): in parallel.
+		out := data.([]float32)
+		parallelFor(pre*ni, post, func(lo, hi int) {
+			for t := lo; t < hi; t++ {
+				p, j := t/ni, t%ni
+				copy(out[t*post:(t+1)*post], v[(p*d+pos[j])*post:(p*d+pos[j]+1)*post])
+			}
+		})
+		return newTensor(shape, x.dt, data)
+	}
 	gatherRows(data, x.raw(), func(yield func(dst, src int)) {
 		for p := range pre {
 			for j, s := range pos {
