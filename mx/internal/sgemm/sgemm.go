@@ -210,6 +210,9 @@ type plan struct {
 	unitN          int
 	tm, tn, kc     int
 	tilesM, tilesN int
+	// packedA, when set, holds all of op(A) packed once, k-block after k-block, for the
+	// tiles to share (a product with one block of rows cut into many column tiles).
+	packedA *[]float32
 }
 
 func newPlan(p *problem, ks kernels) plan {
@@ -227,8 +230,16 @@ func newPlan(p *problem, ks kernels) plan {
 }
 
 // cut splits the tiles further until there are at least want of them, as long as tiles
-// stay big enough to amortise their packing.
+// stay big enough to amortise their packing. A product with a single block of rows keeps
+// it whole and cuts only its columns, down to one panel width: its packed A is then
+// shared by every tile (see shareA) instead of being packed again by each.
 func (pl *plan) cut(want int) {
+	if pl.tilesM == 1 {
+		for pl.tilesN < want && pl.tn >= 2*pl.unitN {
+			pl.tn, pl.tilesN = split(pl.n, roundUp(pl.tn/2, pl.unitN), pl.unitN)
+		}
+		return
+	}
 	for pl.tilesM*pl.tilesN < want {
 		if pl.tn >= 4*pl.unitN && pl.tn >= pl.tm {
 			pl.tn, pl.tilesN = split(pl.n, roundUp(pl.tn/2, pl.unitN), pl.unitN)
@@ -238,6 +249,55 @@ func (pl *plan) cut(want int) {
 			return
 		}
 	}
+}
+
+// aBlockOffset is where k-block pc starts in a shared packed A (all blocks but the last
+// are kc long).
+func (pl *plan) aBlockOffset(pc int) int { return roundUp(pl.m, mr) * pc }
+
+// sharedAPool recycles the shared packed-A buffers.
+var sharedAPool = sync.Pool{New: func() any { return new([]float32) }}
+
+// shareA packs op(A) of every plan with a single block of rows and several column tiles
+// once, in parallel over (plan, k-block), before any tile runs; each element is packed
+// exactly as the tile would have packed it.
+func shareA(plans []plan, workers int) {
+	type job struct{ pl, pc int }
+	var jobs []job
+	for i := range plans {
+		pl := &plans[i]
+		if pl.tilesM != 1 || pl.tilesN < 2 {
+			continue
+		}
+		buf := sharedAPool.Get().(*[]float32)
+		*buf = grow(*buf, roundUp(pl.m, mr)*pl.k)
+		pl.packedA = buf
+		for pc := 0; pc < pl.k; pc += pl.kc {
+			jobs = append(jobs, job{i, pc})
+		}
+	}
+	if len(jobs) == 0 {
+		return
+	}
+	var next atomic.Int64
+	work := func() {
+		for {
+			j := int(next.Add(1) - 1)
+			if j >= len(jobs) {
+				return
+			}
+			pl := &plans[jobs[j].pl]
+			pc := jobs[j].pc
+			kb := min(pl.kc, pl.k-pc)
+			packA((*pl.packedA)[pl.aBlockOffset(pc):], pl.a, pl.lda, pl.ta, 0, pl.m, pc, kb)
+		}
+	}
+	var wg sync.WaitGroup
+	for range min(workers, len(jobs)) - 1 {
+		wg.Go(work)
+	}
+	work()
+	wg.Wait()
 }
 
 // runBatch computes checked problems with ks on at most workers goroutines. Each tile of
@@ -281,6 +341,16 @@ func runBatch(ps []*problem, ks kernels, workers int) {
 	}
 	tasks := first[len(plans)]
 	workers = max(1, min(workers, tasks))
+	if workers > 1 {
+		shareA(plans, workers)
+		defer func() {
+			for i := range plans {
+				if plans[i].packedA != nil {
+					sharedAPool.Put(plans[i].packedA)
+				}
+			}
+		}()
+	}
 	var next atomic.Int64
 	work := func() {
 		w := newWorker(ks, sz)
@@ -329,6 +399,8 @@ type worker struct {
 	rowBuf     []float32 // one row of sums for the row kernel
 	tmp        [mr * nr]float32
 	bufs       *buffers
+	plan       *plan
+	curA       []float32 // the packed A block of the current k-block
 }
 
 // bufSizes are the largest buffers any tile of a batch needs.
@@ -366,11 +438,11 @@ func newWorker(ks kernels, sz bufSizes) *worker {
 }
 
 // bind points the worker at a plan's problem.
-func (w *worker) bind(pl *plan) { w.problem, w.kc, w.rows = pl.problem, pl.kc, pl.rows }
+func (w *worker) bind(pl *plan) { w.problem, w.kc, w.rows, w.plan = pl.problem, pl.kc, pl.rows, pl }
 
 // release returns the buffers to the pool.
 func (w *worker) release() {
-	w.problem = nil
+	w.problem, w.plan = nil, nil
 	bufferPool.Put(w.bufs)
 }
 
@@ -379,7 +451,12 @@ func (w *worker) tile(i0, mt, j0, nt int) {
 	for pc := 0; pc < w.k; pc += w.kc {
 		kb := min(w.kc, w.k-pc)
 		acc := w.acc || pc > 0
-		packA(w.bufA, w.a, w.lda, w.ta, i0, mt, pc, kb)
+		if w.plan != nil && w.plan.packedA != nil {
+			w.curA = (*w.plan.packedA)[w.plan.aBlockOffset(pc):]
+		} else {
+			packA(w.bufA, w.a, w.lda, w.ta, i0, mt, pc, kb)
+			w.curA = w.bufA
+		}
 		if !w.rows {
 			if w.pack != nil {
 				w.pack(w.bufB[:roundUp(nt, nr)*kb], pc, kb, j0, nt)
@@ -396,7 +473,7 @@ func (w *worker) tile(i0, mt, j0, nt int) {
 			for i := range mt {
 				sums := w.rowBuf[:nw]
 				clear(sums)
-				w.row(kb, w.bufA[(i/mr)*kb*mr+i%mr:], mr, w.b[pc*w.ldb+j0:], w.ldb, sums)
+				w.row(kb, w.curA[(i/mr)*kb*mr+i%mr:], mr, w.b[pc*w.ldb+j0:], w.ldb, sums)
 				addInto(w.c[(i0+i)*w.ldc+j0:][:nw], sums, acc)
 			}
 		}
@@ -415,7 +492,7 @@ func (w *worker) sweep(kb, i0, mt, j0, nt int, bp []float32, acc bool) {
 		panel := bp[jr*kb:]
 		for ir := 0; ir < mt; ir += mr {
 			mm := min(mr, mt-ir)
-			ap := w.bufA[ir*kb:]
+			ap := w.curA[ir*kb:]
 			off := (i0+ir)*w.ldc + j0 + jr
 			if mm == mr && nn == nr {
 				w.tile6x16(kb, ap, panel, nr, w.c[off:], w.ldc, acc)
