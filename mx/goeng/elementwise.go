@@ -342,10 +342,11 @@ func unaryKernel(op mx.UnaryOp, x *tensor) *tensor {
 	fn := unaryF32Func(op)
 	in := x.f32()
 	out := make([]float32, len(in))
-	cost := 8
 	if op == mx.OpGELUTanh {
-		cost = 32 // an exp plus a dozen flops per element
+		parallelRows(len(in), func(lo, hi int) { geluRows(out[lo:hi], in[lo:hi]) })
+		return fromF32(x.shape, x.dt, out)
 	}
+	cost := 8
 	parallelFor(len(in), cost, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			out[i] = fn(in[i])

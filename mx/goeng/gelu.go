@@ -6,65 +6,137 @@ import (
 	"github.com/dgtune/dgtune/mx"
 )
 
-// GELU-tanh constants: √(2/π) and the cubic coefficient.
-const (
-	geluC = 0.7978845608028654
-	geluA = 0.044715
-)
-
 // GELU-tanh is 0.5·x·(1 + tanh u), u = √(2/π)·(x + 0.044715·x³). Both the value and
 // the derivative are written with s = σ(2u) = 0.5·(1 + tanh u) = 1/(1 + e^(−2u)):
 //
-//	GELU(x) = x·s,   GELU′(x) = s + 2·x·s·(1 − s)·√(2/π)·(1 + 3·0.044715·x²),
+//	GELU(x) = x·s,   GELU′(x) = s + x·s·(1 − s)·2√(2/π)·(1 + 3·0.044715·x²),
 //
 // the same functions without the cancellation in 1 + tanh u for negative u. They are
-// evaluated in float32 around exp32 (a table-driven exponential within 2 ulp), a few
-// nanoseconds an element where float64 exp and tanh took twenty, and stay within a
-// few float32 ulps of the float64 values (TestGELUTanhAccuracy). The tails are exact:
-// e^(−2u) = +Inf below about x = −9.4 makes s = 0, GELU(x) = −0 and GELU′ = 0; s = 1
-// above about x = 5.4 makes GELU(x) = x and GELU′ = 1.
+// evaluated in float32, op by op in a fixed order, around expPoly (Cephes' expf: a
+// rounding to n·ln2 and a degree-7 polynomial, within an ulp or two), so that the AVX2
+// kernels (gelu_amd64.s: eight lanes of the same operations, multiplies and adds rounded
+// separately) and this portable code give the same bits, and stay within a few float32
+// ulps of the float64 functions (TestGELUTanhAccuracy). The tails are exact: −2u > 87
+// (x below about −10) makes s = 0, GELU(x) = −0 and GELU′ = 0; −2u < −87 makes e^(−2u)
+// vanish next to 1, so s = 1, GELU(x) = x and GELU′ = 1.
+
+// The constants in float32, as the kernels load them.
+const (
+	geluC   = float32(0.7978845608028654) // √(2/π)
+	geluA   = float32(0.044715)
+	gelu3A  = float32(3 * 0.044715)
+	gelu2C  = float32(2 * 0.7978845608028654)
+	expClip = float32(87)
+	log2e   = float32(1.44269504088896341)
+	expC1   = float32(0.693359375)
+	expC2   = float32(-2.12194440e-4)
+	expP0   = float32(1.9875691500e-4)
+	expP1   = float32(1.3981999507e-3)
+	expP2   = float32(8.3334519073e-3)
+	expP3   = float32(4.1665795894e-2)
+	expP4   = float32(1.6666665459e-1)
+	expP5   = float32(5.0000001201e-1)
+)
+
+// expPoly is e^x for |x| ≤ 87 (Cephes' expf). Every product is converted on its own so
+// no compiler fuses a multiply-add: the kernels round the same way.
+func expPoly(x float32) float32 {
+	fx := float32(math.RoundToEven(float64(float32(x * log2e))))
+	r := x - float32(fx*expC1)
+	r = r - float32(fx*expC2)
+	zz := float32(r * r)
+	y := float32(expP0*r) + expP1
+	y = float32(y*r) + expP2
+	y = float32(y*r) + expP3
+	y = float32(y*r) + expP4
+	y = float32(y*r) + expP5
+	y = float32(y*zz) + r
+	y = y + 1
+	return float32(y * math.Float32frombits(uint32(int32(fx)+127)<<23))
+}
 
 // geluSigma is s = 1/(1 + e^(−2u)) for x.
 func geluSigma(x float32) float32 {
-	u := geluC * (x + geluA*x*x*x)
-	return 1 / (1 + exp32(-2*u))
-}
-
-func geluTanh(x float32) float32 { return x * geluSigma(x) }
-
-func geluTanhGrad(x float32) float32 {
-	s := geluSigma(x)
-	return s + 2*x*s*(1-s)*geluC*(1+3*geluA*x*x)
-}
-
-// exp32 is e^x in float32 within 2 ulps (expRow's method: x = n·ln2/64 + r with
-// |r| ≤ ln2/128, e^r by a quadratic, 2^(n/64) from a table and the exponent bits):
-// +Inf above 88.72, 0 below −87.33 (no subnormals), NaN for NaN.
-func exp32(x float32) float32 {
-	const (
-		scale = 64 / math.Ln2
-		ln2hi = 0.693359375 / 64
-		ln2lo = -2.12194440e-4 / 64
-	)
-	switch {
-	case x > 88.72:
-		return float32(math.Inf(1))
-	case x < -87.33:
+	x2 := float32(x * x)
+	t := x + float32(geluA*float32(x2*x))
+	z := -2 * float32(geluC*t)
+	if z > expClip {
 		return 0
-	case x != x:
-		return x
 	}
-	t := x * scale
-	if t < 0 {
-		t -= 0.5
+	return 1 / (1 + expPoly(max(z, -expClip)))
+}
+
+func geluTanh(x float32) float32 { return float32(x * geluSigma(x)) }
+
+// geluGradFrom is GELU′(x) given s.
+func geluGradFrom(x, s float32) float32 {
+	q := 1 + float32(gelu3A*float32(x*x))
+	q = float32(gelu2C * q)
+	p := float32(float32(x*s) * (1 - s))
+	return s + float32(p*q)
+}
+
+func geluTanhGrad(x float32) float32 { return geluGradFrom(x, geluSigma(x)) }
+
+// geluRows sets out[i] = GELU(x[i]).
+func geluRows(out, x []float32) {
+	n := len(x) / 8 * 8
+	if n > 0 && geluAVX2 {
+		geluKernel(&out[0], &x[0], n)
 	} else {
-		t += 0.5
+		n = 0
 	}
-	n := int32(t) // round half away from zero
-	nf := float32(n)
-	r := x - nf*ln2hi - nf*ln2lo
-	p := 1 + r*(1+r*0.5)
-	return p * exp2Frac[n&63] * math.Float32frombits(uint32(n>>6+127)<<23)
+	for i := n; i < len(x); i++ {
+		out[i] = geluTanh(x[i])
+	}
+}
+
+// geluGradRows sets out[i] = g[i]·GELU′(x[i]).
+func geluGradRows(out, x, g []float32) {
+	n := len(x) / 8 * 8
+	if n > 0 && geluAVX2 {
+		geluGradKernel(&out[0], &x[0], &g[0], n)
+	} else {
+		n = 0
+	}
+	for i := n; i < len(x); i++ {
+		out[i] = g[i] * geluTanhGrad(x[i])
+	}
+}
+
+// gegluRows sets out[i] = GELU(gate[i])·up[i].
+func gegluRows(out, gate, up []float32) {
+	n := len(gate) / 8 * 8
+	if n > 0 && geluAVX2 {
+		gegluKernel(&out[0], &gate[0], &up[0], n)
+	} else {
+		n = 0
+	}
+	for i := n; i < len(gate); i++ {
+		out[i] = geluTanh(gate[i]) * up[i]
+	}
+}
+
+// gegluGradRows sets dg[i] = (ct[i]·up[i])·GELU′(gate[i]) and du[i] = ct[i]·GELU(gate[i]).
+func gegluGradRows(dg, du, gate, up, ct []float32) {
+	n := len(gate) / 8 * 8
+	if n > 0 && geluAVX2 {
+		gegluGradKernel(&dg[0], &du[0], &gate[0], &up[0], &ct[0], n)
+	} else {
+		n = 0
+	}
+	for i := n; i < len(gate); i++ {
+		x := gate[i]
+		s := geluSigma(x)
+		dg[i] = float32(ct[i]*up[i]) * geluGradFrom(x, s)
+		du[i] = ct[i] * float32(x*s)
+	}
+}
+
+// parallelRows runs f over [0, n) in chunks that are multiples of 8 (whole vectors).
+func parallelRows(n int, f func(lo, hi int)) {
+	blocks := (n + 255) / 256
+	parallelFor(blocks, 256*24, func(lo, hi int) { f(lo*256, min(hi*256, n)) })
 }
 
 // GeGLU implements mx.Engine: gelu_tanh(gate)·up in one pass, keeping no temporary;
@@ -73,38 +145,17 @@ func (e *Engine) GeGLU(hg, hu mx.Handle) mx.Handle {
 	gate, up := tt(hg), tt(hu)
 	gv, uv := gate.f32(), up.f32()
 	out := make([]float32, len(gv))
-	parallelFor(len(gv), 24, func(lo, hi int) {
-		for i := lo; i < hi; i++ {
-			out[i] = geluTanh(gv[i]) * uv[i]
-		}
-	})
+	parallelRows(len(gv), func(lo, hi int) { gegluRows(out[lo:hi], gv[lo:hi], uv[lo:hi]) })
 	res := fromF32(gate.shape, mx.PromoteTypes(gate.dt, up.dt), out)
 	return record(res, "geglu", []*tensor{gate, up}, func(g *tensor) []*tensor {
 		ct := g.f32()
-		var dg, du []float32
-		if gate.node != nil {
-			dg = make([]float32, len(gv))
-		}
-		if up.node != nil {
-			du = make([]float32, len(gv))
-		}
-		parallelFor(len(gv), 32, func(lo, hi int) {
-			for i := lo; i < hi; i++ {
-				x := gv[i]
-				s := geluSigma(x)
-				if dg != nil {
-					dg[i] = ct[i] * uv[i] * (s + 2*x*s*(1-s)*geluC*(1+3*geluA*x*x))
-				}
-				if du != nil {
-					du[i] = ct[i] * (x * s)
-				}
-			}
-		})
+		dg, du := make([]float32, len(gv)), make([]float32, len(gv))
+		parallelRows(len(gv), func(lo, hi int) { gegluGradRows(dg[lo:hi], du[lo:hi], gv[lo:hi], uv[lo:hi], ct[lo:hi]) })
 		res := []*tensor{nil, nil}
-		if dg != nil {
+		if gate.node != nil {
 			res[0] = fromF32(gate.shape, mx.Float32, dg)
 		}
-		if du != nil {
+		if up.node != nil {
 			res[1] = fromF32(up.shape, mx.Float32, du)
 		}
 		return res

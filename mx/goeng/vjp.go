@@ -137,11 +137,7 @@ func unaryVJP(op mx.UnaryOp, x, out *tensor) func(g *tensor) []*tensor {
 		return one(func(g *tensor) *tensor {
 			xv, gv := x.f32(), g.f32()
 			res := make([]float32, len(gv))
-			parallelFor(len(gv), 32, func(lo, hi int) {
-				for i := lo; i < hi; i++ {
-					res[i] = gv[i] * geluTanhGrad(xv[i])
-				}
-			})
+			parallelRows(len(gv), func(lo, hi int) { geluGradRows(res[lo:hi], xv[lo:hi], gv[lo:hi]) })
 			return fromF32(x.shape, mx.Float32, res)
 		})
 	}
