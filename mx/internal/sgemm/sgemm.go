@@ -327,6 +327,9 @@ func runBatch(ps []*problem, ks kernels, workers int) {
 	if total < minParallel {
 		workers = 1
 	}
+	// No more goroutines than there are minParallel units of work: on a many-core
+	// machine a small product is not spread so thin that starting goroutines dominates.
+	workers = min(workers, max(1, total/minParallel))
 	// first[i] is the number of the first task of plan i; tasks are numbered plan by plan.
 	first := make([]int, len(plans)+1)
 	var sz bufSizes
