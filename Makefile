@@ -20,7 +20,7 @@ demo-data:
 	$(GO) run ./cmd/probe mkdata --task shift --seed 2 --train 500 --out demo/data/shift
 
 # Regenerate demo/base: random tiny weights, then full fine-tuning on the copy task
-# (about 2 minutes on 2 cores with the go engine).
+# (about 1 minute on 2 cores with the go engine).
 demo-base:
 	$(GO) run ./cmd/probe mkmodel --preset tiny --sliding-window 64 --seed 0 --tokenizer bytes --out checkpoints/tiny-init
 	$(GO) run ./cmd/train --config configs/pretrain-tiny.yaml

@@ -74,8 +74,12 @@ func (l *Linear) ForwardPass(x *mx.Array, p diffusiongemma.Pass) *mx.Array {
 	if a == nil {
 		return base
 	}
-	z := mx.Matmul(mx.Matmul(l.dropout(x), a), b)
-	return mx.Add(base, mx.AsType(mx.MulScalar(z, l.Scale), x.DType()))
+	xa := mx.Matmul(l.dropout(x), a)
+	if x.DType() == mx.Float32 {
+		// One op for base(x) + scale·(x·A)·B, rounding as the three would.
+		return mx.AddMM(base, xa, b, l.Scale, 1)
+	}
+	return mx.Add(base, mx.AsType(mx.MulScalar(mx.Matmul(xa, b), l.Scale), x.DType()))
 }
 
 // Dims returns the base linear's input and output widths.

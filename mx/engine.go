@@ -158,6 +158,7 @@ type Engine interface {
 
 	// Linear algebra and indexing.
 	Matmul(a, b Handle) Handle
+	AddMM(c, a, b Handle, alpha, beta float64) Handle // beta·c + alpha·(a·b)
 	Take(x, indices Handle, axis int) Handle
 	TakeAlongAxis(x, indices Handle, axis int) Handle
 
@@ -165,12 +166,15 @@ type Engine interface {
 	RMSNorm(x, weight Handle, eps float64) Handle // weight may be nil
 	RoPE(x Handle, p RoPEParams) Handle
 	ScaledDotProductAttention(q, k, v Handle, scale float64, mask Handle) Handle // mask may be nil
+	GeGLU(gate, up Handle) Handle                                                // gelu_tanh(gate)·up, same shapes
 
 	// Quantization.
 	Quantize(w Handle, p QuantParams) (wq, scales, biases Handle)
 	Dequantize(wq, scales, biases Handle, p QuantParams) Handle
 	QuantizedMatmul(x, wq, scales, biases Handle, transpose bool, p QuantParams) Handle
-	GatherQMM(x, wq, scales, biases, rhsIndices Handle, transpose bool, p QuantParams) Handle
+	GatherQMM(x, wq, scales, biases, rhsIndices Handle, transpose bool, p QuantParams, sortedIndices bool) Handle
+	// GatherMM is gather_mm with one row of x per index: x [..., K], w [E, K, N].
+	GatherMM(x, w, rhsIndices Handle, sortedIndices bool) Handle
 
 	// Random numbers from explicit keys (MLX threefry semantics).
 	Key(seed uint64) Handle

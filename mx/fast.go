@@ -1,6 +1,9 @@
 package mx
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
 // RMSNorm normalises the last axis: x / sqrt(mean(x²) + eps) · weight, accumulating in
 // float32. weight may be nil (RMSNormNoScale).
@@ -67,6 +70,17 @@ func ScaledDotProductAttention(q, k, v *Array, scale float64, mask *Array) *Arra
 // single engine op (OpGELUTanh) with its own VJP. Integer inputs give float32.
 func GELUTanh(x *Array) *Array { return unary(OpGELUTanh, x) }
 
+// GeGLU is GELUTanh(gate)·up for float arrays of one shape, as one engine op: the go
+// engine makes one pass and keeps no GELU temporary for the backward (its VJP
+// recomputes the activation from gate); the mlx engine composes MLX's ops.
+func GeGLU(gate, up *Array) *Array {
+	e := sameEngine("geglu", gate, up)
+	if !slices.Equal(gate.Shape(), up.Shape()) || !gate.DType().IsFloat() || !up.DType().IsFloat() {
+		panic(fmt.Sprintf("mx: geglu: gate %v %s and up %v %s must be float arrays of one shape", gate.Shape(), gate.DType(), up.Shape(), up.DType()))
+	}
+	return Wrap(e, e.GeGLU(gate.h, up.h))
+}
+
 // Quantize packs the last axis of w (MLX affine quantization).
 func Quantize(w *Array, groupSize, bits int) (wq, scales, biases *Array) {
 	checkQuant("quantize", w.Dim(-1), groupSize, bits)
@@ -99,8 +113,11 @@ func QuantizedMatmul(x, wq, scales, biases *Array, transpose bool, groupSize, bi
 
 // GatherQMM multiplies each row of x by the expert weight picked by rhsIndices:
 // x [..., K] with rhsIndices of shape [...] (x's leading shape), W [E, N, K] packed
-// (transpose) or [E, K, N]; the result is [..., N].
-func GatherQMM(x, wq, scales, biases, rhsIndices *Array, transpose bool, groupSize, bits int) *Array {
+// (transpose) or [E, K, N]; the result is [..., N]. sortedIndices promises that the
+// indices, flattened, never decrease — the rows come grouped by expert, as MLX's
+// sorted_indices=True — so an engine can compute one contiguous product per expert
+// without sorting; the go engine panics when the promise is broken.
+func GatherQMM(x, wq, scales, biases, rhsIndices *Array, transpose bool, groupSize, bits int, sortedIndices bool) *Array {
 	e := sameEngine("gather_qmm", x, wq, scales, biases, rhsIndices)
 	checkQuantArrays("gather_qmm", wq, scales, biases, groupSize, bits)
 	if wq.Ndim() != 3 {
@@ -115,7 +132,26 @@ func GatherQMM(x, wq, scales, biases, rhsIndices *Array, transpose bool, groupSi
 	if xs[len(xs)-1] != k || !rhsIndices.DType().IsInteger() || prod(xs[:len(xs)-1]) != rhsIndices.Size() {
 		panic(fmt.Sprintf("mx: gather_qmm: x %v indices %v weight %v transpose=%v", xs, rhsIndices.Shape(), wq.Shape(), transpose))
 	}
-	return Wrap(e, e.GatherQMM(x.h, wq.h, scales.h, biases.h, rhsIndices.h, transpose, QuantParams{GroupSize: groupSize, Bits: bits}))
+	return Wrap(e, e.GatherQMM(x.h, wq.h, scales.h, biases.h, rhsIndices.h, transpose, QuantParams{GroupSize: groupSize, Bits: bits}, sortedIndices))
+}
+
+// GatherMM multiplies each row of x by the expert matrix picked by rhsIndices:
+// x [..., K] with rhsIndices of shape [...] (x's leading shape), w [E, K, N]; the
+// result is [..., N], row r being x[r]·w[rhsIndices[r]]. It is MLX's gather_mm(x[...,
+// None, :], w, rhs_indices=rhsIndices, sorted_indices=sortedIndices) without the unit
+// axis; sortedIndices means what it means for GatherQMM. The VJP reaches x and w; pass
+// a swapped stack (SwapAxes(W, 1, 2) of a W [E, N, K]) for x·W[e]ᵀ, which neither
+// engine copies.
+func GatherMM(x, w, rhsIndices *Array, sortedIndices bool) *Array {
+	e := sameEngine("gather_mm", x, w, rhsIndices)
+	xs, ws := x.Shape(), w.Shape()
+	if len(xs) < 1 || len(ws) != 3 || xs[len(xs)-1] != ws[1] || !rhsIndices.DType().IsInteger() || prod(xs[:len(xs)-1]) != rhsIndices.Size() {
+		panic(fmt.Sprintf("mx: gather_mm: x %v indices %v %s weight %v", xs, rhsIndices.Shape(), rhsIndices.DType(), ws))
+	}
+	if !x.DType().IsFloat() || !w.DType().IsFloat() {
+		panic(fmt.Sprintf("mx: gather_mm: x %s and weight %s must be float", x.DType(), w.DType()))
+	}
+	return Wrap(e, e.GatherMM(x.h, w.h, rhsIndices.h, sortedIndices))
 }
 
 func checkQuant(op string, cols, groupSize, bits int) {

@@ -32,6 +32,7 @@ type Checkpoint struct {
 		Names() []string
 		Info(string) (safetensors.TensorInfo, bool)
 		Data(string) ([]byte, error)
+		Keep()
 		Close() error
 	}
 	path string
@@ -45,6 +46,15 @@ func OpenCheckpoint(e Engine, dir string) (*Checkpoint, error) {
 		return nil, err
 	}
 	return &Checkpoint{e: e, st: c, path: dir}, nil
+}
+
+// OpenSafetensors opens one safetensors file for lazy loading onto e.
+func OpenSafetensors(e Engine, path string) (*Checkpoint, error) {
+	f, err := safetensors.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	return &Checkpoint{e: e, st: f, path: path}, nil
 }
 
 // Names lists the tensors, sorted.
@@ -84,6 +94,42 @@ func (c *Checkpoint) Data(name string) ([]byte, error) {
 		return nil, fmt.Errorf("%s: %w", c.path, err)
 	}
 	return b, nil
+}
+
+// LoadMapped is Load for an engine that can use the file's mapped bytes in place (an
+// InPlaceLoader: the go engine, for tensors whose elements need no conversion): the array
+// then takes no heap memory — its pages are the file's, read in when first touched and
+// never collected by Go's GC — and the checkpoint's files stay mapped for the life of the
+// process, Close notwithstanding. Other tensors and engines are copied, as by Load.
+func (c *Checkpoint) LoadMapped(name string) (*Array, error) {
+	m, ok := c.e.(InPlaceLoader)
+	if !ok {
+		return c.Load(name)
+	}
+	dt, shape, err := c.Info(name)
+	if err != nil {
+		return nil, err
+	}
+	b, err := c.st.Data(name)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", c.path, err)
+	}
+	if prod(shape)*dt.Size() != len(b) {
+		return nil, fmt.Errorf("%s: tensor %q: %d bytes for shape %v of %s", c.path, name, len(b), shape, dt)
+	}
+	if h, ok := m.FromMapped(b, shape, dt); ok {
+		c.st.Keep()
+		return Wrap(c.e, h), nil
+	}
+	return FromBytes(c.e, b, shape, dt), nil
+}
+
+// InPlaceLoader is implemented by engines that can hold an array in bytes they do not
+// own (a mapped checkpoint): FromMapped returns ok false when it cannot use b in place
+// (alignment, byte order, dtype), and the caller copies instead. The bytes must stay
+// valid and unchanged for as long as the array lives.
+type InPlaceLoader interface {
+	FromMapped(b []byte, shape []int, dt DType) (h Handle, ok bool)
 }
 
 // Close releases the mapped files. Arrays already loaded stay valid.

@@ -510,6 +510,27 @@ func Matmul(a, b *Array) *Array {
 	return out
 }
 
+// AddMM is MLX's addmm: beta·c + alpha·(a·b), with a·b as Matmul computes it (operands
+// of at least two axes) and c broadcast to its shape. It is one op: the go engine adds
+// c and scales in the product's own buffer, where a·b, its scaling and the sum as
+// separate ops would each make an array (a LoRA linear's base(x) + s·(x·A)·B).
+func AddMM(c, a, b *Array, alpha, beta float64) *Array {
+	e := sameEngine("addmm", c, a, b)
+	as, bs := a.Shape(), b.Shape()
+	if len(as) < 2 || len(bs) < 2 || as[len(as)-1] != bs[len(bs)-2] {
+		panic(fmt.Sprintf("mx: addmm: shapes %v and %v", as, bs))
+	}
+	batch, err := BroadcastShapes(as[:len(as)-2], bs[:len(bs)-2])
+	if err != nil {
+		panic(fmt.Sprintf("mx: addmm: batch shapes %v and %v", as, bs))
+	}
+	out := append(batch, as[len(as)-2], bs[len(bs)-1])
+	if got, err := BroadcastShapes(c.Shape(), out); err != nil || !slices.Equal(got, out) {
+		panic(fmt.Sprintf("mx: addmm: c %v does not broadcast to the product %v", c.Shape(), out))
+	}
+	return Wrap(e, e.AddMM(c.h, a.h, b.h, alpha, beta))
+}
+
 // Take gathers along axis with integer indices of any shape: the result replaces axis
 // by the indices' shape. Out-of-range indices panic on the go engine.
 func Take(x, indices *Array, axis int) *Array {

@@ -185,19 +185,27 @@ func TestSeparateEncoderGradientFiniteDifference(t *testing.T) {
 	if len(names) != 52 {
 		t.Fatalf("%d tensors, want 52 (26 per pass)", len(names))
 	}
+	// B at ±0.05 (not 0.1): with both passes' sets random the loss sits at ~16 and is
+	// curved enough at ±0.1 for some elements that eps = 3e-3 central differences miss by 8 %.
 	rng := rand.New(rand.NewPCG(21, 22))
 	p := a.Params()
 	for _, n := range names {
 		if strings.HasSuffix(n, ".lora_b") {
-			p[n] = mx.MulScalar(mxtest.RandN(e, rng, p[n].Shape()...), 0.1)
+			p[n] = mx.MulScalar(mxtest.RandN(e, rng, p[n].Shape()...), 0.05)
 		}
 	}
 	if err := a.SetParams(p); err != nil {
 		t.Fatal(err)
 	}
+	var routes []string
+	for _, l := range m.Layers {
+		l.RouterProj = &routeRecorder{base: l.RouterProj, k: cfg.TextConfig.TopKExperts, log: &routes}
+	}
 	o := Reference(0.4, 0.8)
 	ex := Example{Prompt: []int32{2, 105, 40, 41, 42, 43, 106, 107, 105}, Target: []int32{300, 301, 302, 303, 304, 305}}
 	c := handCorruption(0.5, ex.Target, []bool{true, false, true, true, false, true}, []int32{17, 0, 450, 99, 0, 12})
+	var ref string
+	flips := 0
 	f := func(args []*mx.Array) *mx.Array {
 		in := make(map[string]*mx.Array, len(names))
 		for i, n := range names {
@@ -206,7 +214,13 @@ func TestSeparateEncoderGradientFiniteDifference(t *testing.T) {
 		if err := a.SetParams(in); err != nil {
 			t.Fatal(err)
 		}
+		routes = routes[:0]
 		loss, _ := BatchLoss([]Terms{o.ExampleTerms(m, ex, c)})
+		if sig := strings.Join(routes, "|"); ref == "" {
+			ref = sig
+		} else if sig != ref {
+			flips++
+		}
 		return loss
 	}
 	args := make([]*mx.Array, len(names))
@@ -215,6 +229,9 @@ func TestSeparateEncoderGradientFiniteDifference(t *testing.T) {
 		args[i], argnums[i] = p[n], i
 	}
 	mxtest.GradCheck(t, f, args, argnums, mxtest.GradCheckOptions{Eps: 3e-3, RTol: 2e-2, ATol: 1e-3, MaxPoints: 3})
+	if flips > 0 {
+		t.Fatalf("%d probes changed the top-k routing: the difference quotients above are not derivatives; pick another eps or seed", flips)
+	}
 
 	last := dg.EncoderLayersPrefix + "." + fmt.Sprint(len(m.Layers)-1) + "."
 	grads := mx.Grad(f)(args)

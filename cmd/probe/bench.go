@@ -4,6 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"runtime"
+	"runtime/pprof"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -27,21 +30,28 @@ type BenchResult struct {
 	CanvasLen       int     `json:"canvas_len"`
 	Steps           int     `json:"steps"`
 	Rank            int     `json:"rank"`
+	GradCheckpoint  bool    `json:"grad_checkpoint"`
+	CPUMsPerStep    float64 `json:"cpu_ms_per_step"`
+	Threads         int     `json:"threads"`
 }
 
 func benchCommand() *cobra.Command {
-	var modelDir, backend string
-	var promptLen, canvasLen, steps, rank int
-	var asJSON bool
+	var modelDir, backend, cpuProfile string
+	var promptLen, canvasLen, steps, rank, warmup int
+	var asJSON, gradCheckpoint bool
 	cmd := &cobra.Command{
-		Use:   "bench --model DIR --prompt-len N --canvas-len L --steps S [--backend go|mlx] [--rank R] --json",
+		Use:   "bench --model DIR --prompt-len N --canvas-len L --steps S [--backend go|mlx] [--rank R] [--grad-checkpoint] --json",
 		Short: "Time LoRA training steps (forward, backward through encoder and decoder, AdamW update)",
-		Long: "Time S LoRA training steps after one warm-up step on random ids; tokens_per_sec is (N+L)·S / time.\n" +
-			"peak_rss_bytes is the process's high-water resident set size.",
+		Long: "Time S LoRA training steps after --warmup steps (default 1) on random ids; tokens_per_sec is (N+L)·S / time.\n" +
+			"peak_rss_bytes is the process's high-water resident set size; threads is GOMAXPROCS; cpu_ms_per_step is\n" +
+			"user+system CPU time per step (on a shared machine, steadier than wall time).",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if promptLen < 1 || canvasLen < 1 || steps < 1 || rank < 1 {
 				return fmt.Errorf("--prompt-len, --canvas-len, --steps and --rank must be at least 1")
+			}
+			if warmup < 0 {
+				return fmt.Errorf("--warmup must be at least 0")
 			}
 			e, err := mx.Open(backend)
 			if err != nil {
@@ -51,6 +61,7 @@ func benchCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			m.GradCheckpoint = gradCheckpoint
 			lc := lora.DefaultConfig()
 			lc.Rank = rank
 			a, err := lora.Attach(m, lc, 1)
@@ -88,12 +99,26 @@ func benchCommand() *cobra.Command {
 					panic(err)
 				}
 			}
-			stepOnce(0) // warm-up
-			start := time.Now()
+			for i := range warmup {
+				stepOnce(-i) // the first warm-up step draws key 0, as the timed ones draw 1..S
+			}
+			if cpuProfile != "" {
+				f, err := os.Create(cpuProfile)
+				if err != nil {
+					return fmt.Errorf("--cpuprofile: %w", err)
+				}
+				defer f.Close()
+				if err := pprof.StartCPUProfile(f); err != nil {
+					return fmt.Errorf("--cpuprofile: %w", err)
+				}
+				defer pprof.StopCPUProfile()
+			}
+			start, cpu0 := time.Now(), cpuSeconds()
 			for i := 1; i <= steps; i++ {
 				stepOnce(i)
 			}
 			el := time.Since(start).Seconds()
+			cpu := cpuSeconds() - cpu0
 			var n int64
 			for _, p := range a.Params() {
 				n += int64(p.Size())
@@ -102,6 +127,7 @@ func benchCommand() *cobra.Command {
 				TokensPerSec: float64((promptLen+canvasLen)*steps) / el, MsPerStep: 1000 * el / float64(steps),
 				PeakRSSBytes: train.PeakRSS(), TrainableParams: n, Backend: e.Name(),
 				PromptLen: promptLen, CanvasLen: canvasLen, Steps: steps, Rank: rank,
+				GradCheckpoint: gradCheckpoint, Threads: runtime.GOMAXPROCS(0), CPUMsPerStep: 1000 * cpu / float64(steps),
 			}
 			w := cmd.OutOrStdout()
 			if asJSON {
@@ -121,7 +147,10 @@ func benchCommand() *cobra.Command {
 	f.IntVar(&canvasLen, "canvas-len", 64, "canvas tokens")
 	f.IntVar(&steps, "steps", 3, "timed steps after the warm-up")
 	f.IntVar(&rank, "rank", 8, "LoRA rank")
+	f.IntVar(&warmup, "warmup", 1, "untimed steps before the timed ones")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object")
+	f.BoolVar(&gradCheckpoint, "grad-checkpoint", false, "recompute each layer in the backward pass (config grad_checkpoint)")
+	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the timed steps to this file")
 	return cmd
 }
 

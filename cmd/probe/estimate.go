@@ -1,23 +1,26 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 
 	"github.com/spf13/cobra"
 
 	dg "github.com/dgtune/dgtune/model/diffusiongemma"
+	"github.com/dgtune/dgtune/mx"
 )
 
 func estimateCommand() *cobra.Command {
 	var modelDir, preset, bits string
 	var rank, promptLen, canvasLen, numLayers int
-	var needed bool
+	var needed, gradCheckpoint, mapped, asJSON bool
 	cmd := &cobra.Command{
-		Use:   "estimate (--model DIR | --preset NAME [--bits 4]) --rank R --prompt-len N --canvas-len L",
+		Use:   "estimate (--model DIR | --preset NAME [--bits 4]) --rank R --prompt-len N --canvas-len L [--grad-checkpoint]",
 		Short: "Predict a LoRA training step's peak memory on the go engine from shapes alone",
 		Long: "Predict peak memory from the config alone (no weights are read): base weights (packed codes and\n" +
-			"scales per the quantization map), LoRA parameters, gradients, AdamW state, the activations the\n" +
-			"backward keeps, and Go's GC headroom (GOGC=100).",
+			"scales per the quantization map; the parts the go engine uses in place from the mapped checkpoint are\n" +
+			"not in Go's heap), LoRA parameters, gradients, AdamW state, the activations the backward keeps (with\n" +
+			"--grad-checkpoint: the layer boundaries plus one layer re-run), and Go's GC headroom (GOGC=100) on the heap.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var cfg *dg.Config
@@ -39,13 +42,34 @@ func estimateCommand() *cobra.Command {
 					return err
 				}
 			}
-			opt := dg.EstimateOptions{Quantization: q, Rank: rank, NumLayers: numLayers, PromptLen: promptLen, CanvasLen: canvasLen, GCPercent: 100}
+			opt := dg.EstimateOptions{Quantization: q, Rank: rank, NumLayers: numLayers, PromptLen: promptLen, CanvasLen: canvasLen,
+				GCPercent: 100, GradCheckpoint: gradCheckpoint, MappedWeights: mapped}
+			if bits != "" {
+				// What probe mkmodel --bits writes: bfloat16 scales and norms when quantized.
+				opt.StoredDType = mx.Float32
+				if q != nil {
+					opt.StoredDType = mx.BFloat16
+				}
+			}
 			if needed {
 				opt.Retention = dg.RetainNeeded
 			}
 			est, err := opt.Estimate(cfg)
 			if err != nil {
 				return err
+			}
+			if asJSON {
+				b, err := json.Marshal(estimateJSON{
+					TotalBytes: est.Total, WeightsBytes: est.Weights, MappedWeightsBytes: est.MappedWeights,
+					LoRABytes: est.LoRAParams + est.Gradients + est.OptimizerState, ActivationsBytes: est.Activations,
+					GCHeadroomBytes: est.GCHeadroom, TrainableParams: est.TrainableParams,
+					PromptLen: promptLen, CanvasLen: canvasLen, Rank: rank, GradCheckpoint: gradCheckpoint,
+				})
+				if err != nil {
+					return err
+				}
+				fmt.Fprintln(cmd.OutOrStdout(), string(b))
+				return nil
 			}
 			fmt.Fprint(cmd.OutOrStdout(), est.String())
 			return nil
@@ -60,5 +84,23 @@ func estimateCommand() *cobra.Command {
 	f.IntVar(&promptLen, "prompt-len", 512, "prompt tokens")
 	f.IntVar(&canvasLen, "canvas-len", 256, "canvas tokens")
 	f.BoolVar(&needed, "needed-only", false, "count only what the backward reads (a leaner engine's floor)")
+	f.BoolVar(&asJSON, "json", false, "print one JSON object (totals in bytes) instead of the breakdown")
+	f.BoolVar(&gradCheckpoint, "grad-checkpoint", false, "a step with grad_checkpoint: true (per-layer recomputation)")
+	f.BoolVar(&mapped, "mapped", true, "weights loaded in place from the mapped checkpoint where their dtype allows (the go engine); false: all heap copies")
 	return cmd
+}
+
+// estimateJSON is `probe estimate --json`'s object.
+type estimateJSON struct {
+	TotalBytes         int64 `json:"total_bytes"`
+	WeightsBytes       int64 `json:"weights_bytes"`
+	MappedWeightsBytes int64 `json:"mapped_weights_bytes"`
+	LoRABytes          int64 `json:"lora_bytes"`
+	ActivationsBytes   int64 `json:"activations_bytes"`
+	GCHeadroomBytes    int64 `json:"gc_headroom_bytes"`
+	TrainableParams    int64 `json:"trainable_params"`
+	PromptLen          int   `json:"prompt_len"`
+	CanvasLen          int   `json:"canvas_len"`
+	Rank               int   `json:"rank"`
+	GradCheckpoint     bool  `json:"grad_checkpoint"`
 }

@@ -53,14 +53,14 @@ func TestMkmodelReal(t *testing.T) {
 	}
 }
 
-// TestMkmodelRealBits: --preset real honours --bits in the config it writes (still no
-// weights), so probe estimate --model on it predicts the 4-bit checkpoint — the same as
-// --preset real --bits 4 — instead of the float32 one (about 94 GiB of weights).
+// TestMkmodelRealBits: --preset real honours --bits in the config it writes (no weights
+// without --sharded), so probe estimate --model on it predicts the 4-bit checkpoint — the
+// same as --preset real --bits 4 — instead of the float32 one (about 94 GiB of weights).
 func TestMkmodelRealBits(t *testing.T) {
 	for _, bits := range []string{dg.Bits4, dg.Bits8, dg.BitsMixed} {
 		dir := t.TempDir()
 		out := mustProbe(t, "mkmodel", "--preset", "real", "--bits", bits, "--out", dir)
-		if !strings.Contains(out, "wrote "+dir+" (config only, bits "+bits+")") {
+		if !strings.Contains(out, "wrote "+dir+" (config only, bits "+bits+";") {
 			t.Errorf("output %q", out)
 		}
 		if _, err := os.Stat(filepath.Join(dir, "model.safetensors")); !os.IsNotExist(err) {
@@ -83,8 +83,10 @@ func TestMkmodelRealBits(t *testing.T) {
 		if fromModel != fromPreset {
 			t.Errorf("bits %s: estimate --model differs from --preset real --bits:\n%s\n%s", bits, fromModel, fromPreset)
 		}
-		if bits == dg.Bits4 && !strings.Contains(fromModel, "14.7 GiB") {
-			t.Errorf("4-bit real weights not 14.7 GiB:\n%s", fromModel)
+		// The 4-bit checkpoint (bfloat16 scales, as mkmodel writes it) is 14,204,691,064 B
+		// mapped in place; the float32 copies of its scales come on top.
+		if bits == dg.Bits4 && !strings.Contains(fromModel, "of which mapped from the checkpoint (not Go heap)        13.2 GiB") {
+			t.Errorf("4-bit real checkpoint not 13.2 GiB mapped:\n%s", fromModel)
 		}
 	}
 	if _, _, code := probe(t, "mkmodel", "--preset", "real", "--bits", "3", "--out", t.TempDir()); code != 1 {
@@ -299,5 +301,48 @@ func TestEstimate(t *testing.T) {
 	}
 	if _, _, code := probe(t, "estimate"); code != 1 {
 		t.Fatalf("estimate without --model/--preset: exit %d, want 1", code)
+	}
+	// --json, with and without grad_checkpoint: the checkpointed step keeps far less, and
+	// the mapped 4-bit codes are most of the weights.
+	var plain, ckpt map[string]any
+	args := []string{"estimate", "--preset", "real", "--bits", "4", "--prompt-len", "512", "--canvas-len", "256", "--json"}
+	if err := json.Unmarshal([]byte(mustProbe(t, args...)), &plain); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal([]byte(mustProbe(t, append(args, "--grad-checkpoint")...)), &ckpt); err != nil {
+		t.Fatal(err)
+	}
+	if ckpt["grad_checkpoint"] != true || ckpt["total_bytes"].(float64) >= plain["total_bytes"].(float64)/2 ||
+		plain["mapped_weights_bytes"].(float64) < 0.8*plain["weights_bytes"].(float64) {
+		t.Fatalf("estimate --json: plain %v, checkpointed %v", plain, ckpt)
+	}
+}
+
+// TestMkmodelRealFloat32Refused: the real geometry in float32 (100 GB) is an error that
+// says what to use instead, and writes nothing.
+func TestMkmodelRealFloat32Refused(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "out")
+	_, errs, code := probe(t, "mkmodel", "--preset", "real", "--bits", "0", "--sharded", "--out", dir)
+	if code == 0 || !strings.Contains(errs, "--bits 4, 8 or mixed") {
+		t.Fatalf("exit %d, stderr %q", code, errs)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "model.safetensors.index.json")); !os.IsNotExist(err) {
+		t.Fatalf("refused run wrote weights (stat err %v)", err)
+	}
+}
+
+// TestMkmodelSharded: --sharded writes layer shards that probe bench trains on.
+func TestMkmodelSharded(t *testing.T) {
+	dir := t.TempDir()
+	out := mustProbe(t, "mkmodel", "--preset", "tiny", "--bits", "4", "--sharded", "--seed", "2", "--out", dir)
+	if !strings.Contains(out, "3 shards") {
+		t.Fatalf("output %q, want 3 shards (2 layers + globals)", out)
+	}
+	var res map[string]any
+	if err := json.Unmarshal([]byte(mustProbe(t, "bench", "--model", dir, "--prompt-len", "8", "--canvas-len", "8", "--steps", "1", "--json")), &res); err != nil {
+		t.Fatal(err)
+	}
+	if res["tokens_per_sec"].(float64) <= 0 {
+		t.Fatalf("bench on the sharded checkpoint: %v", res)
 	}
 }

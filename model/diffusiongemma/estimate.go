@@ -18,25 +18,39 @@ import (
 //	weights + LoRA A/B + their gradients + AdamW m, v + activations (+ the Go GC's headroom)
 //
 // Activations are float32 (the go engine computes in float32 whatever the weights' dtype),
-// counted tensor by tensor from the forward of model.go as the go engine runs it
-// (actCounter.layerPass mirrors Layer.forward, attention, route and experts;
-// activationBytes adds the head). The go engine's autodiff records every op whose input descends from a
-// LoRA parameter and keeps each recorded tensor and its inputs until the backward pass ends,
-// so under RetainGraph every such intermediate counts — including the eight temporaries of
-// the composite GELU, the scaled and masked copies of the attention scores, and the four
-// tensors of each LoRA linear. Tensors the loss does not reach are garbage as soon as they
-// are made and do not count: the router's negated scores, and in the encoder's last layer
-// everything but the K/V projections (only the cache is read later). RetainNeeded counts
-// only what the VJPs read: the inputs of LoRA matmuls, of norms and of GeGLU, rotated q/k, v,
-// attention probabilities [heads, S, keys], the expert outputs and gate/up rows, and the
-// softcapped logits — what an engine that frees eagerly would hold. Both add the largest
-// backward transient, at the head: ~3 f32 copies of the [L, V] logits (softmax of the
-// log-sum-exp VJP, its product with the cotangent, the tanh VJP).
+// counted tensor by tensor from the forward of model.go and experts.go as the go engine runs
+// it (actCounter.layerPass mirrors Layer.forward, attention, route and sortedExperts;
+// activationBytes adds the head). The go engine's autodiff records every op whose input
+// descends from a LoRA parameter and keeps each recorded tensor and its inputs until the
+// backward pass ends, so under RetainGraph every such intermediate counts: a LoRA linear's
+// x·A, base(x) and the fused AddMM, the normed and transposed q/k/v, the attention output
+// (the fused attention keeps one log-sum-exp per query row, not its scores), GeGLU's one
+// output, the experts' gathered rows, gate/up, outputs in sorted and in token order, and
+// their int32 permutations. A transposed weight is a view, never a copy. Tensors the loss
+// does not reach are garbage as soon as they are made and do not count: the router's
+// negated scores, and in the encoder's last layer everything but the K/V projections (only
+// the cache is read later). RetainNeeded counts only what the VJPs read — what an engine
+// that frees eagerly would hold. Both add the largest backward transient, at the head: ~3
+// f32 copies of the [L, V] logits (softmax of the log-sum-exp VJP, its product with the
+// cotangent, the tanh VJP).
+//
+// With GradCheckpoint (grad_checkpoint: true) every layer pass runs through
+// mx.GradCheckpoint: the forward keeps only each pass's outputs (the hidden state, the
+// encoder's K/V cache) and the decoder's inputs, plus the head's graph; the backward
+// re-runs one pass at a time, so the peak holds those plus the largest single pass's graph
+// and its backward transient (about two more copies of its biggest tensor).
+//
+// Weights: the go engine uses a checkpoint's mapped float32, uint32 and half tensors in
+// place (mx.Checkpoint.LoadMapped), so packed codes and tensors stored in the compute dtype
+// are the file's pages — resident once read, but outside Go's heap — while tensors stored
+// in another dtype (bfloat16 scales and norms of an MLX checkpoint) are mapped and also
+// copied into the heap in the compute dtype. MappedWeights selects that accounting; without
+// it every weight is a heap copy in the compute dtype.
 //
 // Go's collector lets the heap grow to (1 + GOGC/100)× the live heap before collecting, and
 // a training step allocates several times its live set, so the process's resident memory
-// reaches that bound; GCPercent adds it as GCHeadroom (0 when the memory is not in Go's heap
-// or a memory limit is set).
+// reaches that bound; GCPercent adds it as GCHeadroom over the heap (mapped weights are not
+// in it; 0 when the memory is not in Go's heap or a memory limit is set).
 
 // Retention says which forward tensors the backward pass keeps alive.
 type Retention int
@@ -75,18 +89,28 @@ type EstimateOptions struct {
 	// (LoadOptions.DType); zero means float32, as Load does.
 	DType     mx.DType
 	Retention Retention
-	// GCPercent is Go's GOGC: GCHeadroom = GCPercent/100 of the live peak. 0 adds none.
+	// GCPercent is Go's GOGC: GCHeadroom = GCPercent/100 of the live heap. 0 adds none.
 	GCPercent int
+	// GradCheckpoint estimates a step with grad_checkpoint: true (per-layer recomputation).
+	GradCheckpoint bool
+	// MappedWeights counts weights as the go engine loads them: in place from the mapped
+	// checkpoint where the stored dtype needs no conversion (see the package comment).
+	MappedWeights bool
+	// StoredDType is the dtype of the checkpoint's unquantized tensors and scales; zero
+	// means the config's "dtype" (bfloat16 when it has none), float32 for an unquantized
+	// base written by probe mkmodel.
+	StoredDType mx.DType
 }
 
 // MemoryEstimate is the predicted peak of one training step, in bytes.
 type MemoryEstimate struct {
-	Weights        int64 // the base model as the engine holds it
+	Weights        int64 // the base model as the engine holds it (MappedWeights + heap copies)
+	MappedWeights  int64 // the part of Weights that is the checkpoint's mapped pages, outside Go's heap
 	LoRAParams     int64 // adapter A [in, r] and B [r, out], float32
 	Gradients      int64 // one float32 gradient per LoRA parameter
 	OptimizerState int64 // AdamW m and v, float32
 	Activations    int64 // forward tensors alive when the backward starts, plus its largest transient
-	GCHeadroom     int64 // garbage Go's collector lets accumulate (GCPercent/100 of the live peak)
+	GCHeadroom     int64 // garbage Go's collector lets accumulate (GCPercent/100 of the live heap)
 	Total          int64
 
 	// Breakdown splits Weights and Activations into parts, in a fixed order.
@@ -149,23 +173,28 @@ func (o EstimateOptions) Estimate(cfg *Config) (MemoryEstimate, error) {
 		q = cfg.Quantization
 	}
 	est := MemoryEstimate{Options: o, AdaptedLinears: len(targets)}
-	weights, err := weightBytes(cfg, q, int64(o.DType.Size()))
+	stored := o.StoredDType
+	if stored == 0 {
+		stored = storedDType(cfg, q)
+	}
+	weights, mapped, err := weightBytes(cfg, q, o.DType, stored, o.MappedWeights)
 	if err != nil {
 		return MemoryEstimate{}, fmt.Errorf("diffusiongemma: estimate: %w", err)
 	}
 	for _, it := range weights {
 		est.Weights += it.Bytes
 	}
+	est.MappedWeights = mapped
 	est.TrainableParams = LoRAParamCount(targets, o.Rank)
 	est.LoRAParams = 4 * est.TrainableParams
 	est.Gradients = 4 * est.TrainableParams
 	est.OptimizerState = 2 * 4 * est.TrainableParams
-	acts := activationBytes(cfg, q, targets, o)
+	acts := activationBytes(cfg, targets, o)
 	for _, it := range acts {
 		est.Activations += it.Bytes
 	}
 	live := est.Weights + est.LoRAParams + est.Gradients + est.OptimizerState + est.Activations
-	est.GCHeadroom = live * int64(o.GCPercent) / 100
+	est.GCHeadroom = (live - est.MappedWeights) * int64(o.GCPercent) / 100
 	est.Total = live + est.GCHeadroom
 	est.Breakdown = append(weights, acts...)
 	return est, nil
@@ -201,26 +230,65 @@ func QuantizationPolicy(cfg *Config, policy string) (*Quantization, error) {
 	return q, nil
 }
 
+// storedDType is what a checkpoint of cfg stores unquantized tensors and scales in: the
+// config's dtype, else bfloat16 for a quantized base (MLX) and float32 for an unquantized
+// one (probe mkmodel --bits 0).
+func storedDType(cfg *Config, q *Quantization) mx.DType {
+	switch cfg.TextConfig.Dtype {
+	case "float32":
+		return mx.Float32
+	case "float16":
+		return mx.Float16
+	case "bfloat16":
+		return mx.BFloat16
+	}
+	if q == nil {
+		return mx.Float32
+	}
+	return mx.BFloat16
+}
+
 // weightBytes sizes every tensor of ExpectedTensors as the engine holds it: quantized
-// modules as uint32 codes plus scales and biases in the compute dtype, everything else in
-// the compute dtype. The vision tower is not loaded for text training and is not counted.
-func weightBytes(cfg *Config, q *Quantization, dtSize int64) ([]MemoryItem, error) {
+// modules as uint32 codes plus scales and biases, everything else as one tensor. Without
+// mapping everything but the codes is a heap copy in the compute dtype. With mapping the
+// codes, and tensors stored in the compute dtype, are the file's pages only (mapped);
+// tensors stored in another dtype are mapped and copied (both count). It returns the
+// groups and the mapped total. The vision tower is not loaded for text training and is not
+// counted.
+func weightBytes(cfg *Config, q *Quantization, compute, stored mx.DType, mapping bool) ([]MemoryItem, int64, error) {
 	groups := []string{"embedding (and tied head)", "attention projections", "dense MLP", "router", "experts", "self-conditioning", "norms and scalars"}
 	by := make(map[string]int64, len(groups))
-	for _, ts := range ExpectedTensors(cfg) {
-		n := int64(1)
-		for _, d := range ts.Shape {
-			n *= int64(d)
+	var mapped int64
+	// plain sizes n elements stored in `stored` and used in `compute`.
+	plain := func(n int64) int64 {
+		if !mapping {
+			return n * int64(compute.Size())
 		}
-		b := n * dtSize
-		if ts.Quantizable && q != nil {
-			if bits, group, ok := q.For(ts.Module); ok {
-				w, s, err := QuantizedShapes(ts.Shape, bits, group)
-				if err != nil {
-					return nil, fmt.Errorf("%s: %w", ts.Module, err)
-				}
-				b = 4*prod(w) + 2*dtSize*prod(s)
+		m := n * int64(stored.Size())
+		mapped += m
+		if stored == compute {
+			return m
+		}
+		return m + n*int64(compute.Size())
+	}
+	for _, ts := range ExpectedTensors(cfg) {
+		n := prod(ts.Shape)
+		var b int64
+		bits, group, quantized := 0, 0, false
+		if q != nil && ts.Quantizable {
+			bits, group, quantized = q.For(ts.Module)
+		}
+		if quantized {
+			w, s, err := QuantizedShapes(ts.Shape, bits, group)
+			if err != nil {
+				return nil, 0, fmt.Errorf("%s: %w", ts.Module, err)
 			}
+			b = 4*prod(w) + plain(2*prod(s))
+			if mapping {
+				mapped += 4 * prod(w)
+			}
+		} else {
+			b = plain(n)
 		}
 		by[weightGroup(ts)] += b
 	}
@@ -230,7 +298,7 @@ func weightBytes(cfg *Config, q *Quantization, dtSize int64) ([]MemoryItem, erro
 			out = append(out, MemoryItem{Group: "weights", Name: g, Bytes: by[g]})
 		}
 	}
-	return out, nil
+	return out, mapped, nil
 }
 
 func weightGroup(ts TensorSpec) string {
@@ -264,11 +332,12 @@ func prod(s []int) int64 {
 const (
 	actEmbed    = "embeddings and residual stream"
 	actAttnProj = "attention projections (q, k, v, o with LoRA)"
-	actScores   = "attention scores and probabilities"
+	actScores   = "attention (log-sum-exp per query row)"
 	actKV       = "attention keys and values (transposed, concatenated)"
 	actDense    = "dense MLP (with GELU temporaries)"
 	actRouter   = "router"
-	actExperts  = "experts (gathered rows, gate/up, outputs)"
+	actExperts  = "experts (sorted rows, gate/up, outputs, permutations)"
+	actRerun    = "one layer pass re-run in the backward (grad_checkpoint)"
 	actHead     = "head: logits and softcap"
 	actBackward = "backward transient (logit cotangents)"
 )
@@ -280,7 +349,13 @@ type actCounter struct {
 	by  map[string]int64
 }
 
+func newActCounter(all bool) *actCounter { return &actCounter{all: all, by: map[string]int64{}} }
+
 func (c *actCounter) f32(group string, needed bool, elems int) {
+	c.bytes(group, needed, 4*int64(elems))
+}
+
+func (c *actCounter) i32(group string, needed bool, elems int) {
 	c.bytes(group, needed, 4*int64(elems))
 }
 
@@ -290,35 +365,39 @@ func (c *actCounter) bytes(group string, needed bool, b int64) {
 	}
 }
 
-// passGeom is what one layer pass needs to know about the model and the adapters.
-type passGeom struct {
-	t            *TextConfig
-	rank         int
-	lora         map[string]bool // keys adapted in this layer
-	dense        map[string]bool // base linears stored unquantized (their forward keeps a transposed copy of W)
-	denseExperts bool
+func (c *actCounter) total() int64 {
+	var t int64
+	for _, b := range c.by {
+		t += b
+	}
+	return t
 }
 
-// linear counts y = base(x) [+ cast(scale·((x·A)·B))] for s rows of in → out. x·A is read by
-// the B matmul's VJP (and x by A's, counted by the caller); the other three LoRA tensors
-// are only kept by the graph. outNeeded says whether a VJP downstream reads y.
-func (c *actCounter) linear(group string, g passGeom, key string, s, in, out int, outNeeded bool) {
-	if g.dense[key] {
-		c.f32(group, false, in*out) // Dense.Forward's Transpose(W), an input of the matmul
+func (c *actCounter) add(o *actCounter) {
+	for g, b := range o.by {
+		c.by[g] += b
 	}
+}
+
+// passGeom is what one layer pass needs to know about the model and the adapters.
+type passGeom struct {
+	t    *TextConfig
+	rank int
+	lora map[string]bool // keys adapted in this layer
+}
+
+// linear counts y = base(x) [+ scale·((x·A)·B)] for s rows of in → out: a plain linear is
+// one output; a LoRA linear is x·A (read by the B side of the VJP), base(x) (an input of
+// the fused AddMM, kept by the graph only) and the AddMM's output. outNeeded says whether
+// a VJP downstream reads y.
+func (c *actCounter) linear(group string, g passGeom, key string, s, in, out int, outNeeded bool) {
 	if !g.lora[key] {
 		c.f32(group, outNeeded, s*out)
 		return
 	}
 	c.f32(group, true, s*g.rank)   // x·A
-	c.f32(group, false, 3*s*out)   // (x·A)·B, ·scale, base(x)
-	c.f32(group, outNeeded, s*out) // the sum
-}
-
-// gelu counts mx.GELUTanh on n elements: one fused op on the go engine, which keeps only
-// its output; its VJP reads the input (counted by the caller).
-func (c *actCounter) gelu(group string, n int, outNeeded bool) {
-	c.f32(group, outNeeded, n)
+	c.f32(group, false, s*out)     // base(x)
+	c.f32(group, outNeeded, s*out) // AddMM
 }
 
 // layerPass counts layer i over s tokens: the encoder's pass over the prompt (s = n), or
@@ -339,8 +418,8 @@ func (c *actCounter) layerPass(g passGeom, i, s, n int, encoder, kvOnly bool) {
 		}
 	}
 	nk := cached + s
-	// RoPE(k) and v are the attention matmuls' own inputs unless the decoder concatenates
-	// them after the cached positions.
+	// RoPE(k) and v are the attention's own inputs unless the decoder concatenates them
+	// after the cached positions.
 	ownKV := !kvOnly && cached == 0
 
 	// Attention (§3.2): input norm, q/k/v projections, q/k norm + transpose + RoPE, v norm +
@@ -349,7 +428,7 @@ func (c *actCounter) layerPass(g passGeom, i, s, n int, encoder, kvOnly bool) {
 	if !kvOnly {
 		c.linear(actAttnProj, g, "self_attn.q_proj", s, h, qw, true)
 		c.f32(actAttnProj, false, 2*s*qw) // q_norm, transpose
-		c.f32(actAttnProj, true, s*qw)    // RoPE(q): the score matmul's input
+		c.f32(actAttnProj, true, s*qw)    // RoPE(q): the attention's input
 	}
 	c.linear(actAttnProj, g, "self_attn.k_proj", s, h, kvw, true)
 	c.f32(actAttnProj, false, 2*s*kvw) // k_norm, transpose
@@ -366,7 +445,8 @@ func (c *actCounter) layerPass(g passGeom, i, s, n int, encoder, kvOnly bool) {
 		return
 	}
 
-	// Scaled dot-product attention (goeng: kᵀ copy, scores, ·scale, mask, softmax, ·v).
+	// Fused attention: its output, and one float64 log-sum-exp per query row for the
+	// backward (which recomputes the probabilities block by block).
 	if !encoder {
 		if sliding && n >= t.SlidingWindow {
 			c.f32(actKV, false, 2*cached*kvw) // the last window−1 encoder positions, sliced
@@ -375,15 +455,9 @@ func (c *actCounter) layerPass(g passGeom, i, s, n int, encoder, kvOnly bool) {
 			c.f32(actKV, true, 2*nk*kvw) // [encoder K; canvas K], same for V
 		}
 	}
-	c.f32(actKV, false, nk*kvw)        // kᵀ
-	c.f32(actScores, false, 2*nh*s*nk) // q·kᵀ, ·scale
-	if encoder && s > 1 {
-		c.bytes(actScores, false, int64(s*nk+nh*s*nk)) // bool mask and its broadcast
-		c.f32(actScores, false, nh*s*nk)               // masked scores
-	}
-	c.f32(actScores, true, nh*s*nk) // probabilities
-	c.f32(actAttnProj, false, s*qw) // probabilities·v
-	c.f32(actAttnProj, g.lora["self_attn.o_proj"], s*qw)
+	c.bytes(actScores, true, 8*int64(nh*s))
+	c.f32(actAttnProj, false, s*qw)                      // attention output [heads, s, d]
+	c.f32(actAttnProj, g.lora["self_attn.o_proj"], s*qw) // transposed back
 	c.linear(actAttnProj, g, "self_attn.o_proj", s, qw, h, true)
 
 	// Residual and dense GeGLU branch (§3.3).
@@ -392,8 +466,7 @@ func (c *actCounter) layerPass(g passGeom, i, s, n int, encoder, kvOnly bool) {
 	c.f32(actDense, g.lora["mlp.gate_proj"] || g.lora["mlp.up_proj"], s*h)
 	c.linear(actDense, g, "mlp.gate_proj", s, h, inter, true)
 	c.linear(actDense, g, "mlp.up_proj", s, h, inter, true)
-	c.gelu(actDense, s*inter, true)
-	c.f32(actDense, g.lora["mlp.down_proj"], s*inter) // GELU(gate)·up
+	c.f32(actDense, g.lora["mlp.down_proj"], s*inter) // GeGLU (one fused op)
 	c.linear(actDense, g, "mlp.down_proj", s, inter, h, true)
 	c.f32(actDense, false, s*h) // post_feedforward_layernorm_1
 
@@ -401,31 +474,26 @@ func (c *actCounter) layerPass(g passGeom, i, s, n int, encoder, kvOnly bool) {
 	c.f32(actRouter, false, 2*s*h)
 	c.f32(actRouter, g.lora["router.proj"], s*h)
 	c.linear(actRouter, g, "router.proj", s, h, ne, false)
-	c.bytes(actRouter, false, 4*int64(s*k)) // int32 indices
-	c.f32(actRouter, false, s*k)            // selected scores
-	c.f32(actRouter, true, s*k)             // softmax
-	c.f32(actRouter, false, s*k)            // per-expert scales
-	c.f32(actRouter, true, s*k)             // weights
+	c.i32(actRouter, true, s*k)  // indices
+	c.f32(actRouter, false, s*k) // selected scores
+	c.f32(actRouter, true, s*k)  // softmax
+	c.f32(actRouter, true, s*k)  // per-expert scales
+	c.f32(actRouter, true, s*k)  // weights
 
-	// Experts: norm, rows repeated top_k times, fused gate/up, GeGLU, down, weighted sum.
+	// Experts (experts.go): norm; the (token, slot) pairs sorted by expert (sorted
+	// indices, token of each pair, inverse permutation: int32); rows gathered in that order;
+	// fused gate/up; gate and up; GeGLU; down; outputs back in token order; ·weights; Σ_k.
 	c.f32(actExperts, false, s*h)
-	c.f32(actExperts, false, s*k*h)
-	if g.denseExperts {
-		// Take(W, idx) gathers each row's gate_up matrix, untraced (W is a constant) and
-		// garbage once transposed; the transposed copy is the matmul's input and stays.
-		c.f32(actExperts, true, s*k*2*im*h)
-	}
-	c.f32(actExperts, false, s*k*2*im)
-	c.f32(actExperts, true, 2*s*k*im) // gate and up slices
-	c.gelu(actExperts, s*k*im, true)
-	c.f32(actExperts, false, s*k*im)
-	if g.denseExperts {
-		c.f32(actExperts, true, s*k*h*im) // the gathered down matrices, transposed (as above)
-	}
-	c.f32(actExperts, true, s*k*h)  // expert outputs
-	c.f32(actExperts, false, s*k*h) // ·weights
-	c.f32(actExperts, true, s*h)    // Σ_k
-	c.f32(actExperts, false, s*h)   // post_feedforward_layernorm_2
+	c.i32(actExperts, true, 3*s*k)
+	c.f32(actExperts, false, s*k*h)    // gathered rows
+	c.f32(actExperts, false, s*k*2*im) // gate_up
+	c.f32(actExperts, true, 2*s*k*im)  // gate and up slices
+	c.f32(actExperts, false, s*k*im)   // GeGLU
+	c.f32(actExperts, false, s*k*h)    // down, sorted
+	c.f32(actExperts, true, s*k*h)     // down, token order
+	c.f32(actExperts, false, s*k*h)    // ·weights
+	c.f32(actExperts, true, s*h)       // Σ_k
+	c.f32(actExperts, false, s*h)      // post_feedforward_layernorm_2
 
 	// Merge: h1 + h2, norm, + h_mid, ·layer_scalar.
 	c.f32(actEmbed, true, s*h)
@@ -433,11 +501,38 @@ func (c *actCounter) layerPass(g passGeom, i, s, n int, encoder, kvOnly bool) {
 	c.f32(actEmbed, true, s*h)
 }
 
+// passBoundary counts what a checkpointed layer pass keeps: its outputs — the hidden
+// state (not for the encoder's last layer) and, on the encoder, the K/V cache after the
+// pass (trimmed to the window on sliding layers) — and, on the decoder, the slices of the
+// cache it reads.
+func (c *actCounter) passBoundary(g passGeom, i, s, n int, encoder, last bool) {
+	t := g.t
+	h, kvw := t.HiddenSize, t.LayerKVHeads(i)*t.LayerHeadDim(i)
+	sliding := !t.IsFull(i) && t.SlidingWindow > 0
+	if encoder {
+		if !last {
+			c.f32(actEmbed, true, s*h)
+		}
+		keep := s
+		if sliding {
+			keep = min(s, t.SlidingWindow)
+		}
+		c.f32(actKV, true, 2*keep*kvw)
+		return
+	}
+	c.f32(actEmbed, true, s*h)
+	if sliding && n >= t.SlidingWindow {
+		c.f32(actKV, true, 2*(t.SlidingWindow-1)*kvw)
+	}
+}
+
 // activationBytes counts the forward tensors alive when the backward pass starts, plus the
-// head's backward transient, by group.
-func activationBytes(cfg *Config, q *Quantization, targets []LoRATarget, o EstimateOptions) []MemoryItem {
+// head's backward transient, by group; with o.GradCheckpoint, the peak of the backward
+// pass: the passes' boundaries, the head's graph and the largest single pass re-run.
+func activationBytes(cfg *Config, targets []LoRATarget, o EstimateOptions) []MemoryItem {
 	t := &cfg.TextConfig
-	c := &actCounter{all: o.Retention == RetainGraph, by: map[string]int64{}}
+	all := o.Retention == RetainGraph
+	c := newActCounter(all)
 	lora := make([]map[string]bool, t.NumHiddenLayers)
 	first := t.NumHiddenLayers
 	for _, tg := range targets {
@@ -447,43 +542,56 @@ func activationBytes(cfg *Config, q *Quantization, targets []LoRATarget, o Estim
 		lora[tg.Layer][tg.Key] = true
 		first = min(first, tg.Layer)
 	}
-	quantized := func(module string) bool {
-		if q == nil {
-			return false
-		}
-		_, _, ok := q.For(module)
-		return ok
-	}
 	n, l := o.PromptLen, o.CanvasLen
 	h, v := t.HiddenSize, t.VocabSize
+	var rerun *actCounter // the largest pass's graph, re-run in the backward (GradCheckpoint)
+	pass := func(g passGeom, i, s int, encoder, kvOnly bool) {
+		if !o.GradCheckpoint {
+			c.layerPass(g, i, s, n, encoder, kvOnly)
+			return
+		}
+		c.passBoundary(g, i, s, n, encoder, kvOnly)
+		one := newActCounter(all)
+		one.layerPass(g, i, s, n, encoder, kvOnly)
+		if rerun == nil || one.total() > rerun.total() {
+			rerun = one
+		}
+	}
 	// Layers before the first adapted one see no traced input: nothing of theirs is kept.
 	for i := first; i < t.NumHiddenLayers; i++ {
-		g := passGeom{t: t, rank: o.Rank, lora: lora[i], dense: map[string]bool{}}
-		for _, key := range LoRAKeys() {
-			g.dense[key] = !quantized(LayerPrefix(i) + "." + key)
-		}
-		g.denseExperts = !quantized(LayerPrefix(i) + ".experts.gate_up_proj")
+		g := passGeom{t: t, rank: o.Rank, lora: lora[i]}
 		if n > 0 {
-			c.layerPass(g, i, n, n, true, i == t.NumHiddenLayers-1)
+			pass(g, i, n, true, i == t.NumHiddenLayers-1)
 		}
-		c.layerPass(g, i, l, n, false, false)
+		pass(g, i, l, false, false)
 	}
 	// Inputs of the first traced layer: the scaled prompt embedding (the encoder's residual)
 	// and the normed canvas embedding.
 	c.f32(actEmbed, false, (n+l)*h)
 
-	// Head: final norm, h·Eᵀ (plus Eᵀ when the table is dense), /cap, tanh, ·cap; the loss's
-	// per-position terms are [L].
+	// Head: final norm, h·Eᵀ (a transposed view of a dense table: no copy), /cap, tanh,
+	// ·cap; the loss's per-position terms are [L].
 	c.f32(actHead, false, l*h)
-	if !quantized(DecoderPrefix + ".embed_tokens") {
-		c.f32(actHead, false, v*h)
-	}
 	c.f32(actHead, false, 2*l*v) // z, z/cap
 	c.f32(actHead, true, 2*l*v)  // tanh, logits
 	c.f32(actHead, false, 6*l)
-	c.f32(actBackward, true, 3*l*v)
+	headTransient := int64(4 * 3 * l * v)
+	if rerun == nil {
+		c.bytes(actBackward, true, headTransient)
+	} else {
+		// By the time the passes are re-run the head's cotangents are gone (its graph stays):
+		// the peak is the larger of the head's transient and one re-run pass with its own
+		// (about two copies of its biggest tensor, the experts' rows).
+		passTransient := 2 * 4 * int64(max(l, n)*t.TopKExperts*h)
+		if rerun.total()+passTransient > headTransient {
+			c.bytes(actRerun, true, rerun.total())
+			c.bytes(actBackward, true, passTransient)
+		} else {
+			c.bytes(actBackward, true, headTransient)
+		}
+	}
 
-	groups := []string{actEmbed, actAttnProj, actKV, actScores, actDense, actRouter, actExperts, actHead, actBackward}
+	groups := []string{actEmbed, actAttnProj, actKV, actScores, actDense, actRouter, actExperts, actHead, actRerun, actBackward}
 	out := make([]MemoryItem, 0, len(groups))
 	for _, name := range groups {
 		if c.by[name] > 0 {
@@ -497,8 +605,12 @@ func activationBytes(cfg *Config, q *Quantization, targets []LoRATarget, o Estim
 func (m MemoryEstimate) String() string {
 	var b strings.Builder
 	o := m.Options
-	fmt.Fprintf(&b, "memory estimate: prompt %d + canvas %d tokens, LoRA rank %d on %d linears (%d params), %s compute, retention %s, GOGC %d\n",
-		o.PromptLen, o.CanvasLen, o.Rank, m.AdaptedLinears, m.TrainableParams, o.DType, o.Retention, o.GCPercent)
+	ckpt := ""
+	if o.GradCheckpoint {
+		ckpt = ", grad_checkpoint"
+	}
+	fmt.Fprintf(&b, "memory estimate: prompt %d + canvas %d tokens, LoRA rank %d on %d linears (%d params), %s compute, retention %s%s, GOGC %d\n",
+		o.PromptLen, o.CanvasLen, o.Rank, m.AdaptedLinears, m.TrainableParams, o.DType, o.Retention, ckpt, o.GCPercent)
 	line := func(indent, name string, n int64) {
 		fmt.Fprintf(&b, "%s%-*s %12s\n", indent, 56-len(indent), name, FormatBytes(n))
 	}
@@ -511,6 +623,9 @@ func (m MemoryEstimate) String() string {
 	}
 	line("  ", "weights", m.Weights)
 	parts("weights")
+	if m.MappedWeights > 0 {
+		line("    ", "of which mapped from the checkpoint (not Go heap)", m.MappedWeights)
+	}
 	line("  ", "LoRA parameters (f32)", m.LoRAParams)
 	line("  ", "LoRA gradients (f32)", m.Gradients)
 	line("  ", "optimizer state (AdamW m, v)", m.OptimizerState)

@@ -24,11 +24,22 @@ func preset(t *testing.T, name string) *dg.Config {
 	return cfg
 }
 
-// goStep describes a rank-8 step with the default keys on all layers as the go engine
-// runs it: float32 compute, the whole graph retained, GOGC 100.
+// goStep is one LoRA step on the go engine as the tests run it: float32 compute, the graph
+// retained, GOGC 100, weights in the heap.
 func goStep(q *dg.Quantization, promptLen, canvasLen int) dg.EstimateOptions {
 	return dg.EstimateOptions{Quantization: q, Rank: 8, NumLayers: -1, PromptLen: promptLen, CanvasLen: canvasLen,
 		DType: mx.Float32, Retention: dg.RetainGraph, GCPercent: 100}
+}
+
+// estimateMemory is a step of a model loaded from a checkpoint file on the go engine (the
+// weights mapped in place) with the given rank, keys (nil: the default seven, on all layers)
+// and lengths.
+func estimateMemory(cfg *dg.Config, q *dg.Quantization, rank int, keys []string, promptLen, canvasLen int) (dg.MemoryEstimate, error) {
+	return dg.EstimateOptions{
+		Quantization: q, Rank: rank, Keys: keys, NumLayers: -1,
+		PromptLen: promptLen, CanvasLen: canvasLen,
+		DType: mx.Float32, Retention: dg.RetainGraph, GCPercent: 100, MappedWeights: true,
+	}.Estimate(cfg)
 }
 
 func policy(t *testing.T, cfg *dg.Config, p string) *dg.Quantization {
@@ -113,36 +124,38 @@ func oneLayer(t *testing.T) *dg.Config {
 // Everything kept (RetainGraph), in elements:
 //
 //	input norm 2·64 = 128
-//	q: x·A 2·8 + 3 LoRA temporaries 3·2·128 + sum 2·128 = 1040; q_norm, transpose 512; RoPE 256
-//	k: 16 + 3·64 + 64 = 272; k_norm, transpose 128; RoPE 64
-//	v (from the raw k): norm 64, transpose 64; kᵀ 2·32 = 64
-//	scores: q·kᵀ and ·scale 2·4·2·2 = 32, probabilities 16; probs·v 256, transposed 256
-//	o: 16 + 3·2·64 + 2·64 = 528
+//	q: x·A 2·8, base(x) 2·128, AddMM 2·128 = 528; q_norm, transpose 512; RoPE 256
+//	k: 16 + 64 + 64 = 144; k_norm, transpose 128; RoPE 64
+//	v (from the raw k): norm 64, transpose 64
+//	attention output 256 (and 4·2 float64 log-sum-exps = 64 B), transposed back 256
+//	o: 16 + 128 + 128 = 272
 //	post-attention norm, h_mid, u: 3·128 = 384
-//	gate, up: 2·(16 + 3·256 + 256) = 2080; GELU (one fused op) 256; GELU·up 256
-//	down: 16 + 3·128 + 128 = 528; post_feedforward_layernorm_1 128
+//	gate, up: 2·(16 + 256 + 256) = 1056; GeGLU (one fused op) 256
+//	down: 16 + 128 + 128 = 272; post_feedforward_layernorm_1 128
 //	router: norm, ·scale 256, ·root 128, scores 2·4 = 8, indices 4 (int32), four [2, 2] = 16
-//	experts: z 128, rows 2·2·64 = 256, gate_up 2·2·64 = 256, gate and up 256, GELU 128,
-//	  GELU·up 128, outputs 256, ·weights 256, Σ 128, norm 128 = 1920
+//	experts: z 128, three int32 permutations 3·4 = 12, rows 2·2·64 = 256, gate_up 256,
+//	  gate and up 256, GeGLU 128, outputs sorted 256 and in token order 256, ·weights 256,
+//	  Σ 128, norm 128 = 2060
 //	merge: 4·128 = 512
-//	layer total 10156; first-layer inputs (0+2)·64 = 128
+//	layer total 7752 (31008 B) + 64 B; first-layer inputs (0+2)·64 = 128
 //	head: final norm 2·64 = 128, z and z/30 2·2·512 = 2048, tanh and logits 2048, CE terms
 //	  6·2 = 12 → 4236; backward transient 3·2·512 = 3072
-//	total 10156 + 128 + 4236 + 3072 = 17592 elements = 70368 bytes.
+//	total 31072 + 4·(128 + 4236 + 3072) = 60816 bytes.
 //
-// Only what VJPs read (RetainNeeded): input norm 128; q: x·A 16, sum 256, RoPE 256; k: x·A
-// 16, sum 64, RoPE 64; transposed v 64; probabilities 16; o: its input 256, x·A 16, sum 128;
-// h_mid 128, u 128; gate and up: 2·(16 + 256); GELU out 256; GELU·up 256; down: 16 + 128;
-// router softmax and weights 2·4; experts: gate/up 256, GELU out 128, outputs 256, Σ 128;
-// h1+h2 128, layer out 128 → 3768; logits and tanh 2048; backward 3072 → 8888 elements =
-// 35552 bytes.
+// Only what VJPs read (RetainNeeded): input norm 128; q: x·A 16, AddMM 256, RoPE 256; k:
+// x·A 16, AddMM 64, RoPE 64; transposed v 64; the log-sum-exps (64 B); the attention output
+// transposed back 256; o: x·A 16, AddMM 128; h_mid 128, u 128; gate and up: 2·(16 + 256);
+// GeGLU 256; down: 16 + 128; router indices, softmax, per-expert scales and weights 4·4;
+// experts: permutations 12, gate and up 256, outputs in token order 256, Σ 128; h1+h2 128,
+// layer out 128 → 3388 elements (13552 B) + 64 B; logits and tanh 2048 (8192 B); backward
+// 3072 (12288 B) → 34096 bytes.
 func TestEstimateActivationsOneLayer(t *testing.T) {
 	cfg := oneLayer(t)
 	q := policy(t, cfg, dg.Bits4)
 	for _, tc := range []struct {
 		r    dg.Retention
 		want int64
-	}{{dg.RetainGraph, 70368}, {dg.RetainNeeded, 35552}} {
+	}{{dg.RetainGraph, 60816}, {dg.RetainNeeded, 34096}} {
 		est, err := dg.EstimateOptions{Quantization: q, Rank: 8, PromptLen: 0, CanvasLen: 2, Retention: tc.r}.Estimate(cfg)
 		if err != nil {
 			t.Fatal(err)
@@ -151,35 +164,52 @@ func TestEstimateActivationsOneLayer(t *testing.T) {
 			t.Errorf("%s: Activations = %d, want %d", tc.r, est.Activations, tc.want)
 		}
 	}
-	// GCPercent 100 adds the headroom: the live peak once more. Weights: 4-bit
+	// EstimateMemory adds GOGC 100's headroom: the live heap once more. Weights: 4-bit
 	// elements 32768 + 24576 + 67840 = 125184 at 0.75 B, plus (64+64+1+581)·4 → 93888 + 2840
-	// = 96728; LoRA 1056·8 = 8448 parameters → 33792 B each for A/B and gradients, 67584 for
-	// m and v. Live = 96728 + 33792 + 33792 + 67584 + 70368 = 302264.
-	est, err := goStep(q, 0, 2).Estimate(cfg)
+	// = 96728, all of it stored in float32 (the preset's dtype), so mapped in place and
+	// outside the heap; LoRA 1056·8 = 8448 parameters → 33792 B each for A/B and gradients,
+	// 67584 for m and v. Live = 96728 + 33792 + 33792 + 67584 + 60816 = 292712, of which
+	// 195984 in the heap.
+	est, err := estimateMemory(cfg, q, 8, nil, 0, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if est.Weights != 96728 || est.GCHeadroom != 302264 || est.Total != 604528 {
-		t.Errorf("Estimate: weights %d, headroom %d, total %d; want 96728, 302264, 604528", est.Weights, est.GCHeadroom, est.Total)
+	if est.Weights != 96728 || est.MappedWeights != 96728 || est.GCHeadroom != 195984 || est.Total != 488696 {
+		t.Errorf("EstimateMemory: weights %d (mapped %d), headroom %d, total %d; want 96728 (96728), 195984, 488696",
+			est.Weights, est.MappedWeights, est.GCHeadroom, est.Total)
+	}
+	// Stored in bfloat16 (as probe mkmodel writes quantized checkpoints), the scales and the
+	// other tensors are mapped (2 B) and copied to float32 (4 B): codes 125184/2 = 62592
+	// mapped; scales and biases 125184/16 = 7824 values → 15648 mapped + 31296 copied;
+	// others 710 → 1420 + 2840. Weights 113796, mapped 79660.
+	bf, err := dg.EstimateOptions{Quantization: q, Rank: 8, CanvasLen: 2, GCPercent: 100, MappedWeights: true, StoredDType: mx.BFloat16}.Estimate(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bf.Weights != 113796 || bf.MappedWeights != 79660 {
+		t.Errorf("bfloat16 storage: weights %d (mapped %d), want 113796 (79660)", bf.Weights, bf.MappedWeights)
 	}
 }
 
 // TestEstimateRealGeometry: the 26B-A4B text model at 4 bits, rank 8, prompt 512, canvas
 // 256. Its quantizable tensors hold 25,250,283,520 elements (embedding 262144·2816, 30
 // layers of attention, dense MLP, router and 128 experts of 1408·2816 + 2816·704, §2.2)
-// and the rest 703,292. At 4 bits with float32 scales and biases (group 64): 25250283520·
-// (1/2 + 8/64) + 703292·4 = 15,784,240,368 B (14.7 GiB); with bfloat16 scales 1/2 + 4/64:
-// 14,204,691,064 B (13.2 GiB). §5.3: 9,292,800 trainable parameters.
+// and the rest 703,292 (bfloat16 in the config). As the go engine loads it: codes
+// 25250283520/2 = 12,625,141,760 B mapped; scales and biases 789,071,360 values mapped in
+// bfloat16 (1,578,142,720 B) and copied to float32 (3,156,285,440 B); the rest 1,406,584 +
+// 2,813,168 → 17,363,789,672 B (16.2 GiB), 14,204,691,064 B of it mapped. Held in bfloat16
+// without mapping: 25250283520·(1/2 + 4/64) + 703292·2 = 14,204,691,064 B (13.2 GiB).
+// §5.3: 9,292,800 trainable parameters.
 func TestEstimateRealGeometry(t *testing.T) {
 	cfg := preset(t, dg.PresetReal)
 	q := policy(t, cfg, dg.Bits4)
-	est, err := goStep(q, 512, 256).Estimate(cfg)
+	est, err := estimateMemory(cfg, q, 8, nil, 512, 256)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("\n%s", est)
-	if est.Weights != 15784240368 {
-		t.Errorf("Weights = %d, want 15784240368", est.Weights)
+	if est.Weights != 17363789672 || est.MappedWeights != 14204691064 {
+		t.Errorf("Weights = %d (mapped %d), want 17363789672 (14204691064)", est.Weights, est.MappedWeights)
 	}
 	if est.TrainableParams != 9292800 || est.AdaptedLinears != 205 {
 		t.Errorf("trainable %d on %d linears, want 9292800 on 205", est.TrainableParams, est.AdaptedLinears)
@@ -196,7 +226,17 @@ func TestEstimateRealGeometry(t *testing.T) {
 	if est.Activations < 7*256<<20 {
 		t.Errorf("Activations = %d, below the 7 logit copies %d", est.Activations, 7*256<<20)
 	}
-	for _, want := range []string{"weights", "experts", "activations", "attention scores", "Go GC headroom (GOGC 100)", "total"} {
+	// grad_checkpoint keeps the layers' boundaries and the head, not every layer's graph.
+	ck, err := dg.EstimateOptions{Quantization: q, Rank: 8, PromptLen: 512, CanvasLen: 256, GCPercent: 100,
+		MappedWeights: true, GradCheckpoint: true}.Estimate(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("\n%s", ck)
+	if ck.Activations*5 > est.Activations || ck.Total > 32<<30 {
+		t.Errorf("grad_checkpoint: activations %d (plain %d), total %d; want under a fifth and 32 GiB", ck.Activations, est.Activations, ck.Total)
+	}
+	for _, want := range []string{"weights", "mapped from the checkpoint", "experts", "activations", "attention", "Go GC headroom (GOGC 100)", "total"} {
 		if !strings.Contains(est.String(), want) {
 			t.Errorf("String() lacks %q:\n%s", want, est)
 		}
@@ -219,7 +259,7 @@ func TestEstimateTracksEngine(t *testing.T) {
 		{dg.PresetTiny, dg.BitsNone, 24, 16, true},
 		{dg.PresetTiny, dg.BitsMixed, 40, 16, true},
 		{dg.PresetSmall, dg.Bits4, 96, 64, false},
-		{dg.PresetSmall, dg.BitsNone, 16, 24, false}, // dense experts: one gathered matrix per row and expert
+		{dg.PresetSmall, dg.BitsNone, 16, 24, false}, // dense experts, by sorted segments
 	}
 	for _, tc := range cases {
 		t.Run(tc.preset+"/bits="+tc.bits, func(t *testing.T) {
@@ -320,7 +360,95 @@ func measureStep(t *testing.T, presetName, bits string, n, l int) (afterForward,
 	return afterForward, peak, est
 }
 
+// TestEstimateTracksMappedEngine runs LoRA steps of the tiny preset on the go engine with
+// the model loaded from a checkpoint file, so its packed codes are the mapped file's pages,
+// not heap, with and without grad_checkpoint, and compares the live heap at the end of the
+// forward pass (the weights' heap copies, adapters, AdamW state and the recorded graph) with
+// the estimate of the same parts: within 1.5×.
+func TestEstimateTracksMappedEngine(t *testing.T) {
+	for _, ckpt := range []bool{false, true} {
+		t.Run(map[bool]string{false: "plain", true: "grad_checkpoint"}[ckpt], func(t *testing.T) { trackMappedEngine(t, ckpt) })
+	}
+}
+
+func trackMappedEngine(t *testing.T, ckpt bool) {
+	const n, l = 24, 16
+	e := mxtest.Go(t)
+	cfg := preset(t, dg.PresetTiny)
+	w, err := dg.Synthesize(e, cfg, 1, dg.Bits4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := dg.WriteCheckpoint(dir, cfg, w, nil); err != nil {
+		t.Fatal(err)
+	}
+	w = nil
+	base := liveHeap()
+	m, err := dg.Load(e, dir, dg.LoadOptions{}) // codes used in place from the mapped file
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.GradCheckpoint = ckpt
+	a, err := lora.Attach(m, lora.DefaultConfig(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opt, err := optim.NewAdamW(optim.Params(a.Params()), optim.AdamWDefaults(1e-4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	ids := func(k int) []int32 {
+		v := make([]int32, k)
+		for i := range v {
+			v[i] = int32(rng.IntN(cfg.TextConfig.VocabSize))
+		}
+		return v
+	}
+	ex := objective.Example{Prompt: ids(n), Target: ids(l)}
+	obj := objective.Reference(0.4, 0.8)
+	var live int64
+	for step := range 2 { // the second step has AdamW's state
+		c := obj.Draw(mx.Key(e, uint64(step)), ex.Target, cfg.TextConfig.VocabSize)
+		params := optim.Params(a.Params())
+		_, g, err := optim.ValueAndGrad(params, a.SetParams, func() *mx.Array {
+			loss, _ := objective.BatchLoss([]objective.Terms{obj.ExampleTerms(m, ex, c)})
+			mx.Eval(loss)
+			live = liveHeap() - base
+			return loss
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := a.SetParams(opt.Update(params, g)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	est, err := dg.EstimateOptions{Quantization: cfg.Quantization, Rank: 8, NumLayers: -1, PromptLen: n, CanvasLen: l,
+		GCPercent: 100, MappedWeights: true, GradCheckpoint: ckpt}.Estimate(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What the backward pass adds (its transient, a re-run layer) is not alive yet.
+	want := est.Weights - est.MappedWeights + est.LoRAParams + est.OptimizerState + est.Activations
+	for _, it := range est.Breakdown {
+		if strings.HasPrefix(it.Name, "backward transient") || strings.HasPrefix(it.Name, "one layer pass re-run") {
+			want -= it.Bytes
+		}
+	}
+	ratio := float64(live) / float64(want)
+	t.Logf("live heap after the forward %d B, estimate %d B, ratio %.2f", live, want, ratio)
+	if ratio > 1.5 || ratio < 1/1.5 {
+		t.Errorf("live heap %d B is %.2f× the estimate %d B, want within 1.5×", live, ratio, want)
+	}
+	runtime.KeepAlive(m)
+}
+
 func liveHeap() int64 {
+	// Twice: the first collection only moves sync.Pool contents (the engine's scratch
+	// buffers) to the victim cache, the second frees them.
+	runtime.GC()
 	runtime.GC()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)

@@ -39,7 +39,7 @@ func Load(e mx.Engine, dir string, opt LoadOptions) (*Model, error) {
 	}
 	weights := make(map[string]*mx.Array, len(names))
 	for name, stored := range names {
-		a, err := ck.Load(stored)
+		a, err := ck.LoadMapped(stored)
 		if err != nil {
 			return nil, fmt.Errorf("load %s: %w", dir, err)
 		}

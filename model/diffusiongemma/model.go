@@ -223,7 +223,7 @@ func (l *Layer) forward(m *Model, p Pass, x, scalar *mx.Array, attend attendFunc
 	hMid := mx.Add(x, mx.RMSNorm(attn, l.PostAttnNorm, eps))
 
 	u := mx.RMSNorm(hMid, l.PreFFNorm, eps)
-	h1 := mx.RMSNorm(project(l.Down, p, mx.Multiply(mx.GELUTanh(project(l.Gate, p, u)), project(l.Up, p, u))), l.PostFFNorm1, eps)
+	h1 := mx.RMSNorm(project(l.Down, p, mx.GeGLU(project(l.Gate, p, u), project(l.Up, p, u))), l.PostFFNorm1, eps)
 
 	idx, w := l.route(m, p, hMid)
 	h2 := mx.RMSNorm(l.experts(mx.RMSNorm(hMid, l.PreFFNorm2, eps), idx, w), l.PostFFNorm2, eps)
@@ -272,20 +272,9 @@ func (l *Layer) route(m *Model, p Pass, h *mx.Array) (idx, w *mx.Array) {
 }
 
 // experts is Σ_k w_k · GeGLU-expert_{idx_k}(z) with the fused gate/up projection
-// (rows [0, I) gate, [I, 2I) up).
+// (rows [0, I) gate, [I, 2I) up), computed on rows sorted by expert (experts.go).
 func (l *Layer) experts(z, idx, w *mx.Array) *mx.Array {
-	b, s, h := z.Dim(0), z.Dim(1), z.Dim(2)
-	k := idx.Dim(-1)
-	flat := mx.Reshape(z, b*s, 1, h)
-	rep := mx.Reshape(mx.BroadcastTo(flat, b*s, k, h), b*s*k, h)
-	ids := mx.Reshape(idx, b*s*k)
-	gu := l.GateUp.Gather(rep, ids)
-	inter := gu.Dim(-1) / 2
-	gate := mx.SliceAxis(gu, -1, 0, inter)
-	up := mx.SliceAxis(gu, -1, inter, 2*inter)
-	y := l.Experts.Gather(mx.Multiply(mx.GELUTanh(gate), up), ids) // [b·s·k, h]
-	y = mx.Reshape(y, b, s, k, h)
-	return mx.Sum(mx.Multiply(y, mx.ExpandDims(w, -1)), false, 2)
+	return sortedExperts(l.GateUp, l.Experts, z, idx, w)
 }
 
 // ropePeriods turns inverse frequencies into mx.RoPE's per-pair periods (1/inv, +Inf

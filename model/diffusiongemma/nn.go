@@ -108,13 +108,13 @@ type ExpertWeight struct {
 	Quant *Quantized // W uint32 [E, out, in·bits/32] when quantized
 }
 
-// Gather computes, for each row r of x [T, in], x[r]·W[idx[r]]ᵀ → [T, out].
-func (w *ExpertWeight) Gather(x, idx *mx.Array) *mx.Array {
+// Gather computes, for each row r of x [T, in], x[r]·W[idx[r]]ᵀ → [T, out], as one
+// product per expert (gather_mm / gather_qmm) — never a per-row copy of a weight.
+// sorted promises idx is non-decreasing (rows grouped by expert; see sortedExperts).
+func (w *ExpertWeight) Gather(x, idx *mx.Array, sorted bool) *mx.Array {
 	if w.Quant != nil {
 		q := w.Quant
-		return mx.GatherQMM(x, q.W, q.Scales, q.Biases, idx, true, q.GroupSize, q.Bits)
+		return mx.GatherQMM(x, q.W, q.Scales, q.Biases, idx, true, q.GroupSize, q.Bits, sorted)
 	}
-	sel := mx.Take(w.Dense, idx, 0) // [T, out, in]
-	y := mx.Matmul(mx.ExpandDims(x, 1), mx.SwapAxes(sel, 1, 2))
-	return mx.Squeeze(y, 1)
+	return mx.GatherMM(x, mx.SwapAxes(w.Dense, 1, 2), idx, sorted)
 }

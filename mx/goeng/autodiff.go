@@ -41,7 +41,7 @@ func record(out *tensor, op string, inputs []*tensor, vjp func(g *tensor) []*ten
 		fresh = fresh && in != out
 	}
 	if !fresh { // out is an input (or traced already): give it its own identity
-		out = &tensor{shape: out.shape, dt: out.dt, data: out.data}
+		out = out.alias()
 	}
 	out.node = &node{op: op, inputs: inputs, vjp: vjp, depth: depth}
 	return out
@@ -52,7 +52,7 @@ func untraced(t *tensor) *tensor {
 	if t.node == nil {
 		return t
 	}
-	return &tensor{shape: t.shape, dt: t.dt, data: t.data}
+	return t.alias()
 }
 
 // ValueAndGrad evaluates f on leaves made from args and walks the recorded graph back
@@ -68,7 +68,8 @@ func (e *Engine) ValueAndGrad(f func([]mx.Handle) []mx.Handle, args []mx.Handle,
 		if !t.dt.IsFloat() {
 			continue
 		}
-		leaf := &tensor{shape: t.shape, dt: t.dt, data: t.data, node: &node{op: "leaf", leaf: true}}
+		leaf := t.alias()
+		leaf.node = &node{op: "leaf", leaf: true}
 		leaves[j] = leaf
 		in[n] = leaf
 	}

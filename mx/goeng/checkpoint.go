@@ -56,7 +56,7 @@ func (e *Engine) GradCheckpoint(f func([]mx.Handle) []mx.Handle, args []mx.Handl
 			continue
 		}
 		lo, n := offsets[i], o.size()
-		out := &tensor{shape: o.shape, dt: o.dt, data: o.data}
+		out := o.alias()
 		out.node = &node{op: "checkpoint_output", inputs: []*tensor{hub}, depth: depth,
 			vjp: func(g *tensor) []*tensor {
 				buf := make([]float32, total)
@@ -79,7 +79,8 @@ func recompute(f func([]mx.Handle) []mx.Handle, args []*tensor, depth int, g []f
 			in[i] = a
 			continue
 		}
-		leaves[i] = &tensor{shape: a.shape, dt: a.dt, data: a.data, node: &node{op: "leaf", leaf: true, depth: depth}}
+		leaves[i] = a.alias()
+		leaves[i].node = &node{op: "leaf", leaf: true, depth: depth}
 		in[i] = leaves[i]
 	}
 	raw := f(in)

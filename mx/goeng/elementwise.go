@@ -293,31 +293,6 @@ func unaryF32Func(op mx.UnaryOp) func(x float32) float32 {
 	return nil
 }
 
-// GELU-tanh constants: √(2/π) and the cubic coefficient.
-const (
-	geluC = 0.7978845608028654
-	geluA = 0.044715
-)
-
-// geluTanh is 0.5·x·(1 + tanh(u)), u = √(2/π)·(x + 0.044715·x³), evaluated in float64
-// and rounded once, so it differs from MLX's op-by-op float32 composition by about an
-// ulp. It uses 0.5·(1 + tanh u) = σ(2u) = 1/(1 + e^(−2u)): the same function without
-// the cancellation in 1 + tanh u for negative u (e^(−2u) = +Inf there gives −0).
-func geluTanh(x32 float32) float32 {
-	x := float64(x32)
-	u := geluC * (x + geluA*x*x*x)
-	return float32(x / (1 + math.Exp(-2*u)))
-}
-
-// geluTanhGrad is d/dx GELU-tanh = 0.5·(1 + t) + 0.5·x·(1 − t²)·√(2/π)·(1 + 3·0.044715·x²)
-// with t = tanh(u), in float64: t = ±1 in the tails makes the second term exactly 0.
-func geluTanhGrad(x32 float32) float32 {
-	x := float64(x32)
-	x2 := x * x
-	t := math.Tanh(geluC * (x + geluA*x2*x))
-	return float32(0.5*(1+t) + 0.5*x*(1-t*t)*geluC*(1+3*geluA*x2))
-}
-
 func unaryKernel(op mx.UnaryOp, x *tensor) *tensor {
 	switch op {
 	case mx.OpLogicalNot:
@@ -367,10 +342,11 @@ func unaryKernel(op mx.UnaryOp, x *tensor) *tensor {
 	fn := unaryF32Func(op)
 	in := x.f32()
 	out := make([]float32, len(in))
-	cost := 8
 	if op == mx.OpGELUTanh {
-		cost = 32 // an exp plus a dozen flops per element
+		parallelRows(len(in), func(lo, hi int) { geluRows(out[lo:hi], in[lo:hi]) })
+		return fromF32(x.shape, x.dt, out)
 	}
+	cost := 8
 	parallelFor(len(in), cost, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			out[i] = fn(in[i])

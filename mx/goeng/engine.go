@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"unsafe"
 
 	"github.com/dgtune/dgtune/mx"
 	"github.com/dgtune/dgtune/mx/internal/mlxver"
@@ -113,7 +114,7 @@ func (e *Engine) Arange(start, stop, step float64, dt mx.DType) mx.Handle {
 
 func (e *Engine) Shape(h mx.Handle) []int    { return tt(h).shape }
 func (e *Engine) DType(h mx.Handle) mx.DType { return tt(h).dt }
-func (e *Engine) ToSlice(h mx.Handle) any    { return cloneData(tt(h).data) }
+func (e *Engine) ToSlice(h mx.Handle) any    { return cloneData(tt(h).raw()) }
 func (e *Engine) Eval(...mx.Handle)          {}
 func (e *Engine) Free(mx.Handle)             {}
 func (e *Engine) PushScope()                 {}
@@ -266,3 +267,40 @@ func (e *Engine) RoPE(h mx.Handle, p mx.RoPEParams) mx.Handle {
 }
 
 func (e *Engine) StopGradient(h mx.Handle) mx.Handle { return untraced(tt(h)) }
+
+// FromMapped implements mx.InPlaceLoader: on a little-endian machine, float32 and
+// 32-bit integer tensors (and float16/bfloat16 bits) whose bytes are aligned for their
+// element type are used in place, with no copy. The engine never writes into an
+// array's elements, so the mapping's pages stay clean and shared with the page cache.
+func (e *Engine) FromMapped(b []byte, shape []int, dt mx.DType) (mx.Handle, bool) {
+	n := numel(shape)
+	if !littleEndian || n == 0 || len(b) != n*dt.Size() {
+		return nil, false
+	}
+	p := unsafe.Pointer(unsafe.SliceData(b))
+	switch dt {
+	case mx.Float32:
+		if uintptr(p)%4 == 0 {
+			return newTensor(shape, dt, unsafe.Slice((*float32)(p), n)), true
+		}
+	case mx.Uint32:
+		if uintptr(p)%4 == 0 {
+			return newTensor(shape, dt, unsafe.Slice((*uint32)(p), n)), true
+		}
+	case mx.Int32:
+		if uintptr(p)%4 == 0 {
+			return newTensor(shape, dt, unsafe.Slice((*int32)(p), n)), true
+		}
+	case mx.Float16, mx.BFloat16:
+		if uintptr(p)%2 == 0 {
+			return newTensor(shape, dt, unsafe.Slice((*uint16)(p), n)), true
+		}
+	}
+	return nil, false
+}
+
+// littleEndian reports the host byte order (safetensors is little-endian).
+var littleEndian = func() bool {
+	x := uint16(1)
+	return *(*byte)(unsafe.Pointer(&x)) == 1
+}()

@@ -96,9 +96,22 @@ func TestGradients(t *testing.T) {
 			return mx.QuantizedMatmul(a[0], wq, ws, wb, false, 32, 4)
 		}},
 		{name: "gather_qmm", shapes: [][]int{{4, 64}}, op: func(a []*mx.Array) *mx.Array {
-			return mx.GatherQMM(a[0], eq, es, eb, idx([]int32{2, 0, 2, 1}, 4), true, 64, 8)
+			return mx.GatherQMM(a[0], eq, es, eb, idx([]int32{2, 0, 2, 1}, 4), true, 64, 8, false)
 		}},
 		{name: "gelu_tanh", shapes: [][]int{{3, 4}}, op: func(a []*mx.Array) *mx.Array { return mx.GELUTanh(a[0]) }},
+		{name: "addmm", shapes: [][]int{{2, 3, 5}, {2, 3, 4}, {4, 5}}, op: func(a []*mx.Array) *mx.Array { return mx.AddMM(a[0], a[1], a[2], 1.5, -0.5) }},
+		{name: "geglu", shapes: [][]int{{3, 4}, {3, 4}}, op: func(a []*mx.Array) *mx.Array { return mx.GeGLU(a[0], mx.MulScalar(a[1], 2)) }},
+		// Expert 1 has no rows: its weight gradient is zero, which the finite differences
+		// check too.
+		{name: "gather_mm", shapes: [][]int{{5, 4}, {3, 4, 6}}, op: func(a []*mx.Array) *mx.Array {
+			return mx.GatherMM(a[0], a[1], idx([]int32{2, 0, 2, 0, 0}, 5), false)
+		}},
+		{name: "gather_mm sorted", shapes: [][]int{{2, 3, 4}, {3, 4, 6}}, op: func(a []*mx.Array) *mx.Array {
+			return mx.GatherMM(a[0], a[1], idx([]int32{0, 0, 1, 1, 1, 2}, 2, 3), true)
+		}},
+		{name: "gather_mm swapped stack", shapes: [][]int{{5, 4}, {3, 6, 4}}, op: func(a []*mx.Array) *mx.Array {
+			return mx.GatherMM(a[0], mx.SwapAxes(a[1], 1, 2), idx([]int32{1, 2, 2, 0, 1}, 5), false)
+		}},
 		// Appended, not next to astype bf16: each case's inputs are seeded by its index.
 		{name: "astype f16", shapes: [][]int{{3, 4}}, op: func(a []*mx.Array) *mx.Array { return mx.AsType(mx.AsType(a[0], mx.Float16), mx.Float32) }, opt: mxtest.GradCheckOptions{RTol: 5e-2, ATol: 2e-2}},
 	}

@@ -17,6 +17,13 @@ func matmulKernel(a, b *tensor) *tensor { return matmulOp(a, b, false, false) }
 // swaps an operand's last two axes when its flag is set. sgemm reads the stored
 // operand through its strides, so a transpose costs no copy.
 func matmulOp(a, b *tensor, ta, tb bool) *tensor {
+	// A pending transpose is read as its source with the other flag.
+	if src := a.swapped(); src != nil {
+		a, ta = src, !ta
+	}
+	if src := b.swapped(); src != nil {
+		b, tb = src, !tb
+	}
 	na, nb := len(a.shape), len(b.shape)
 	if na < 2 || nb < 2 {
 		panic(fmt.Sprintf("goeng: matmul %v × %v: operands need two axes", a.shape, b.shape))
@@ -126,7 +133,18 @@ func takeKernel(x, idx *tensor, axis int) *tensor {
 	shape := append(append(slices.Clone(x.shape[:axis]), idx.shape...), x.shape[axis+1:]...)
 	data := makeData(x.dt, numel(shape))
 	ni := len(pos)
-	gatherRows(data, x.data, func(yield func(dst, src int)) {
+	if v, ok := x.raw().([]float32); ok && post >= 16 {
+		// Rows of floats (embedding lookups, the experts' gathered rows): in parallel.
+		out := data.([]float32)
+		parallelFor(pre*ni, post, func(lo, hi int) {
+			for t := lo; t < hi; t++ {
+				p, j := t/ni, t%ni
+				copy(out[t*post:(t+1)*post], v[(p*d+pos[j])*post:(p*d+pos[j]+1)*post])
+			}
+		})
+		return newTensor(shape, x.dt, data)
+	}
+	gatherRows(data, x.raw(), func(yield func(dst, src int)) {
 		for p := range pre {
 			for j, s := range pos {
 				yield((p*ni+j)*post, (p*d+s)*post)
@@ -213,7 +231,7 @@ func takeAlongPositions(xShape []int, idx *tensor, axis int) ([]int, []int) {
 func takeAlongKernel(x, idx *tensor, axis int) *tensor {
 	out, pos := takeAlongPositions(x.shape, idx, axis)
 	data := makeData(x.dt, len(pos))
-	gatherRows(data, x.data, func(yield func(dst, src int)) {
+	gatherRows(data, x.raw(), func(yield func(dst, src int)) {
 		for i, p := range pos {
 			yield(i, p)
 		}
@@ -329,4 +347,72 @@ func ropeKernel(x *tensor, p mx.RoPEParams, freqs *tensor, sign float64) *tensor
 		}
 	})
 	return fromF32(x.shape, x.dt, out)
+}
+
+// AddMM implements mx.Engine: beta·c + alpha·(a·b) in one pass over the product, which
+// sgemm writes into the result's own buffer. The terms round as the separate ops
+// would (the product, then alpha·p, beta·c and their sum, each once in float32; a
+// factor of 1 is skipped, as multiplying by 1 is exact), and so does the VJP, which
+// scales the cotangent by alpha before the products: dc = beta·g (summed over c's
+// broadcast axes), da = (alpha·g)·bᵀ, db = aᵀ·(alpha·g).
+func (e *Engine) AddMM(hc, ha, hb mx.Handle, alpha, beta float64) mx.Handle {
+	c, a, b := tt(hc), tt(ha), tt(hb)
+	p := matmulKernel(a, b)
+	al, be := float32(alpha), float32(beta)
+	out, ok := p.raw().([]float32)
+	if !ok || p.dt != mx.Float32 || !slices.Equal(c.shape, p.shape) {
+		// Half or broadcast operands: the composition, op by op.
+		res := binaryKernel(mx.OpAdd, kscaleDT(c, be), kscaleDT(p, al))
+		return record(res, "addmm", []*tensor{c, a, b}, addmmVJP(c, a, b, al, be))
+	}
+	cv := c.f32()
+	parallelFor(len(out), 2, func(lo, hi int) {
+		o, cc := out[lo:hi], cv[lo:hi]
+		switch {
+		case al == 1 && be == 1:
+			for i := range o {
+				o[i] = cc[i] + o[i]
+			}
+		case be == 1:
+			for i := range o {
+				o[i] = cc[i] + float32(al*o[i])
+			}
+		default:
+			for i := range o {
+				o[i] = float32(be*cc[i]) + float32(al*o[i])
+			}
+		}
+	})
+	return record(p, "addmm", []*tensor{c, a, b}, addmmVJP(c, a, b, al, be))
+}
+
+// kscaleDT is s·t in t's dtype (t itself when s is 1).
+func kscaleDT(t *tensor, s float32) *tensor {
+	if s == 1 {
+		return t
+	}
+	return binaryKernel(mx.OpMultiply, t, fromF32(nil, t.dt, []float32{s}))
+}
+
+func addmmVJP(c, a, b *tensor, alpha, beta float32) func(g *tensor) []*tensor {
+	mm := matmulVJP(a, b)
+	return func(g *tensor) []*tensor {
+		res := []*tensor{nil, nil, nil}
+		if c.node != nil {
+			dc := g
+			if beta != 1 {
+				dc = kscale(g, beta)
+			}
+			res[0] = unbroadcast(dc, c.shape)
+		}
+		if a.node != nil || b.node != nil {
+			gs := g
+			if alpha != 1 {
+				gs = kscale(g, alpha)
+			}
+			ab := mm(gs)
+			res[1], res[2] = ab[0], ab[1]
+		}
+		return res
+	}
 }

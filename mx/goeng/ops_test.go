@@ -829,7 +829,7 @@ func TestQuantization(t *testing.T) {
 			wExp := mx.Reshape(mx.SliceAxis(ed, 0, int(id), int(id)+1), 6, 64)
 			want = append(want, mx.Matmul(row, mx.Transpose(wExp)).Float32s()...)
 		}
-		got := mx.GatherQMM(xs, eq, es, eb, ia(e, ids, 2, 2), true, 64, 4)
+		got := mx.GatherQMM(xs, eq, es, eb, ia(e, ids, 2, 2), true, 64, 4, false)
 		expect(t, got, mx.Float32, []int{2, 2, 6}, want, 1e-5)
 	})
 	expertsN := mxtest.RandN(e, rng, 3, 64, 32) // [E, K, N]
@@ -842,7 +842,7 @@ func TestQuantization(t *testing.T) {
 			wExp := mx.Reshape(mx.SliceAxis(nd, 0, int(id), int(id)+1), 64, 32)
 			want = append(want, mx.Matmul(row, wExp).Float32s()...)
 		}
-		got := mx.GatherQMM(mx.Reshape(xs, 4, 64), nq, ns, nb, ia(e, ids, 4), false, 32, 4)
+		got := mx.GatherQMM(mx.Reshape(xs, 4, 64), nq, ns, nb, ia(e, ids, 4), false, 32, 4, false)
 		expect(t, got, mx.Float32, []int{4, 32}, want, 1e-5)
 	})
 }
@@ -1022,9 +1022,9 @@ func TestShapeErrors(t *testing.T) {
 		{"dequantize packed dtype", func() { mx.Dequantize(z(4, 8), ws, wb, 32, 4) }, []string{"dequantize", "uint32"}},
 		{"quantized_matmul K", func() { mx.QuantizedMatmul(z(2, 32), wq, ws, wb, true, 32, 4) }, []string{"quantized_matmul", "[2 32]"}},
 		{"quantized_matmul no transpose K", func() { mx.QuantizedMatmul(z(2, 64), wq, ws, wb, false, 32, 4) }, []string{"quantized_matmul", "[2 64]"}},
-		{"gather_qmm 2-D", func() { mx.GatherQMM(z(2, 64), wq, ws, wb, ia(e, []int32{0, 0}, 2), true, 32, 4) }, []string{"gather_qmm", "[4 8]"}},
-		{"gather_qmm indices", func() { mx.GatherQMM(z(2, 64), eq, es, eb, ia(e, []int32{0}, 1), true, 32, 4) }, []string{"gather_qmm", "[1]"}},
-		{"gather_qmm expert", func() { mx.GatherQMM(z(1, 64), eq, es, eb, ia(e, []int32{2}, 1), true, 32, 4) }, []string{"gather_qmm", "2"}},
+		{"gather_qmm 2-D", func() { mx.GatherQMM(z(2, 64), wq, ws, wb, ia(e, []int32{0, 0}, 2), true, 32, 4, false) }, []string{"gather_qmm", "[4 8]"}},
+		{"gather_qmm indices", func() { mx.GatherQMM(z(2, 64), eq, es, eb, ia(e, []int32{0}, 1), true, 32, 4, false) }, []string{"gather_qmm", "[1]"}},
+		{"gather_qmm expert", func() { mx.GatherQMM(z(1, 64), eq, es, eb, ia(e, []int32{2}, 1), true, 32, 4, false) }, []string{"gather_qmm", "2"}},
 		{"randint range", func() { mx.Randint(mx.Key(e, 0), []int{2}, 5, 5, mx.Int32) }, []string{"randint", "[5, 5)"}},
 		{"split key", func() { mx.SplitKey(mx.Key(e, 0), 0) }, []string{"split", "0"}},
 		{"categorical axis", func() { mx.Categorical(mx.Key(e, 0), z(2, 3), 2) }, []string{"categorical", "axis"}},

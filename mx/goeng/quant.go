@@ -28,7 +28,7 @@ func (e *Engine) Quantize(h mx.Handle, p mx.QuantParams) (mx.Handle, mx.Handle, 
 // qweight unpacks the operands of a quantized op: rows (all leading axes) and logical
 // columns of the packed weight.
 func qweight(wq, scales, biases *tensor, p mx.QuantParams) ([]uint32, []float32, []float32, int, int) {
-	packed, ok := wq.data.([]uint32)
+	packed, ok := wq.raw().([]uint32)
 	if !ok {
 		panic(fmt.Sprintf("goeng: packed weight of dtype %s", wq.dt))
 	}
@@ -73,38 +73,31 @@ func (e *Engine) QuantizedMatmul(hx, hw, hs, hb mx.Handle, transpose bool, p mx.
 	})
 }
 
-func gqmm(x, wq, s, b, idx *tensor, transpose bool, p mx.QuantParams) *tensor {
+func gqmm(x, wq, s, b, idx *tensor, transpose bool, p mx.QuantParams, sorted bool) *tensor {
 	packed, sv, bv, _, cols := qweight(wq, s, b, p)
 	experts, rows := wq.shape[0], wq.shape[1]
 	k := x.shape[len(x.shape)-1]
 	m := x.size() / max(k, 1)
-	ids64 := idx.i64()
-	ids := make([]int32, len(ids64))
-	for i, v := range ids64 {
-		if v < 0 || v >= int64(experts) {
-			panic(fmt.Sprintf("goeng: gather_qmm: expert index %d of %d", v, experts))
-		}
-		ids[i] = int32(v)
-	}
+	ids := expertIndices("gather_qmm", idx, experts)
 	var n int
 	var y []float32
 	if transpose {
 		n = rows
 		y = make([]float32, m*n)
-		quant.GatherMatmulT(y, x.f32(), m, ids, packed, sv, bv, experts, n, k, qp(p))
+		quant.GatherMatmulT(y, x.f32(), m, ids, packed, sv, bv, experts, n, k, qp(p), sorted)
 	} else {
 		n = cols
 		y = make([]float32, m*n)
-		quant.GatherMatmul(y, x.f32(), m, ids, packed, sv, bv, experts, k, n, qp(p))
+		quant.GatherMatmul(y, x.f32(), m, ids, packed, sv, bv, experts, k, n, qp(p), sorted)
 	}
 	shape := append(slices.Clone(x.shape[:len(x.shape)-1]), n)
 	return fromF32(shape, mx.PromoteTypes(x.dt, s.dt), y)
 }
 
-func (e *Engine) GatherQMM(hx, hw, hs, hb, hi mx.Handle, transpose bool, p mx.QuantParams) mx.Handle {
+func (e *Engine) GatherQMM(hx, hw, hs, hb, hi mx.Handle, transpose bool, p mx.QuantParams, sorted bool) mx.Handle {
 	x, wq, s, b, idx := tt(hx), tt(hw), tt(hs), tt(hb), tt(hi)
-	out := gqmm(x, wq, s, b, idx, transpose, p)
+	out := gqmm(x, wq, s, b, idx, transpose, p, sorted)
 	return record(out, "gather_qmm", []*tensor{x, wq, s, b, idx}, func(g *tensor) []*tensor {
-		return []*tensor{gqmm(g, wq, s, b, idx, !transpose, p), nil, nil, nil, nil}
+		return []*tensor{gqmm(g, wq, s, b, idx, !transpose, p, sorted), nil, nil, nil, nil}
 	})
 }

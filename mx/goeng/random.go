@@ -11,7 +11,7 @@ import (
 
 func keyOf(h mx.Handle) threefry.Key {
 	t := tt(h)
-	u, ok := t.data.([]uint32)
+	u, ok := t.raw().([]uint32)
 	if !ok || len(u) != 2 {
 		panic(fmt.Sprintf("goeng: random key must be uint32 [2], got %s %v", t.dt, t.shape))
 	}

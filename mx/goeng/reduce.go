@@ -48,6 +48,9 @@ func reducedShape(shape, axes []int, keep bool) []int {
 
 func reduceKernel(op mx.ReduceOp, x *tensor, axes []int, keep bool) *tensor {
 	outShape := reducedShape(x.shape, axes, keep)
+	if op == mx.ReduceSum && x.dt.IsFloat() && len(axes) > 0 && axes[len(axes)-1] < len(x.shape)-1 && contiguous(axes) {
+		return sumMiddle(x, axes, outShape)
+	}
 	xt, _, rowLen := toRows(x, axes)
 	rows := numel(outShape)
 	switch op {
@@ -114,6 +117,50 @@ func reduceKernel(op mx.ReduceOp, x *tensor, axes []int, keep bool) *tensor {
 	if !dt.IsFloat() {
 		dt = mx.Float32
 	}
+	return fromF32(outShape, dt, out)
+}
+
+func contiguous(axes []int) bool {
+	for i := 1; i < len(axes); i++ {
+		if axes[i] != axes[i-1]+1 {
+			return false
+		}
+	}
+	return true
+}
+
+// sumMiddle sums x [outer, red, inner] over its middle axes (inner > 1, so rows are not
+// contiguous) without moving them last: out[o, i] = Σ_r x[o, r, i], accumulated in float64
+// in order of r — the same value reduceRow gives the transposed row, without the
+// transposed copy.
+func sumMiddle(x *tensor, axes []int, outShape []int) *tensor {
+	outer := numel(x.shape[:axes[0]])
+	red := numel(x.shape[axes[0] : axes[len(axes)-1]+1])
+	inner := numel(x.shape[axes[len(axes)-1]+1:])
+	in := x.f32()
+	out := make([]float32, outer*inner)
+	const chunk = 512 // columns per task: a float64 accumulator row that stays in L1
+	parts := (inner + chunk - 1) / chunk
+	parallelFor(outer*parts, red*min(chunk, inner), func(lo, hi int) {
+		acc := make([]float64, min(chunk, inner))
+		for t := lo; t < hi; t++ {
+			o, c0 := t/parts, (t%parts)*chunk
+			c1 := min(c0+chunk, inner)
+			a := acc[:c1-c0]
+			clear(a)
+			for r := range red {
+				row := in[(o*red+r)*inner+c0 : (o*red+r)*inner+c1]
+				for i, v := range row {
+					a[i] += float64(v)
+				}
+			}
+			dst := out[o*inner+c0 : o*inner+c1]
+			for i, v := range a {
+				dst[i] = float32(v)
+			}
+		}
+	})
+	dt := x.dt
 	return fromF32(outShape, dt, out)
 }
 

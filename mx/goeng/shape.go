@@ -78,7 +78,7 @@ func copyInto(dst, src any, shape, st []int, off int, scatter bool) {
 // view materialises x read through strides st at offset off as a tensor of shape.
 func view(x *tensor, shape, st []int, off int) *tensor {
 	data := makeData(x.dt, numel(shape))
-	copyInto(data, x.data, shape, st, off, false)
+	copyInto(data, x.raw(), shape, st, off, false)
 	return newTensor(shape, x.dt, data)
 }
 
@@ -86,7 +86,7 @@ func reshapeKernel(x *tensor, shape []int) *tensor {
 	if numel(shape) != x.size() {
 		panic(fmt.Sprintf("goeng: reshape %v to %v", x.shape, shape))
 	}
-	return newTensor(shape, x.dt, x.data)
+	return newTensor(shape, x.dt, x.raw())
 }
 
 func transposeKernel(x *tensor, axes []int) *tensor {
@@ -95,7 +95,16 @@ func transposeKernel(x *tensor, axes []int) *tensor {
 		identity = identity && a == i
 	}
 	if identity {
-		return newTensor(x.shape, x.dt, x.data)
+		return x.alias()
+	}
+	if nd := len(axes); nd >= 2 && axes[nd-2] == nd-1 && axes[nd-1] == nd-2 && isIdentity(axes[:nd-2]) {
+		// A swap of the last two axes is pending until something reads the elements.
+		if src := x.swapped(); src != nil {
+			return src.alias() // swapped twice
+		}
+		shape := slices.Clone(x.shape)
+		shape[nd-2], shape[nd-1] = shape[nd-1], shape[nd-2]
+		return &tensor{shape: shape, dt: x.dt, swap: &swapView{src: x}}
 	}
 	st := strides(x.shape)
 	shape := make([]int, len(axes))
@@ -105,6 +114,15 @@ func transposeKernel(x *tensor, axes []int) *tensor {
 		pst[i] = st[a]
 	}
 	return view(x, shape, pst, 0)
+}
+
+func isIdentity(axes []int) bool {
+	for i, a := range axes {
+		if a != i {
+			return false
+		}
+	}
+	return true
 }
 
 func broadcastKernel(x *tensor, shape []int) *tensor {
@@ -137,7 +155,7 @@ func sliceUpdateKernel(x, upd *tensor, start, stop, step []int) *tensor {
 	if upd.dt != x.dt {
 		upd = castTensor(upd, x.dt)
 	}
-	out := newTensor(x.shape, x.dt, cloneData(x.data))
+	out := newTensor(x.shape, x.dt, cloneData(x.raw()))
 	st := strides(x.shape)
 	off := 0
 	sst := make([]int, len(st))
@@ -145,7 +163,7 @@ func sliceUpdateKernel(x, upd *tensor, start, stop, step []int) *tensor {
 		off += start[i] * st[i]
 		sst[i] = st[i] * step[i]
 	}
-	copyInto(upd.data, out.data, sliceShape(start, stop, step), sst, off, true)
+	copyInto(upd.raw(), out.data, sliceShape(start, stop, step), sst, off, true)
 	return out
 }
 
@@ -163,7 +181,7 @@ func concatKernel(xs []*tensor, axis int) *tensor {
 		if x.dt != dt {
 			x = castTensor(x, dt)
 		}
-		copyInto(x.data, data, x.shape, st, pos*st[axis], true)
+		copyInto(x.raw(), data, x.shape, st, pos*st[axis], true)
 		pos += x.shape[axis]
 	}
 	return newTensor(shape, dt, data)

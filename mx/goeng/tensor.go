@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sync"
 
 	"github.com/dgtune/dgtune/mx"
 	"github.com/dgtune/dgtune/mx/internal/half"
@@ -15,10 +16,54 @@ type tensor struct {
 	shape []int
 	dt    mx.DType
 	// data is []float32, []float64, []uint16 (float16/bfloat16 bits), []int32, []int64,
-	// []uint32, []uint8 or []bool, matching dt.
+	// []uint32, []uint8 or []bool, matching dt. It is nil while swap is pending: read the
+	// elements through raw.
 	data any
+	// swap, when set, means the elements have not been computed: the tensor is swap.src
+	// with its last two axes swapped (see transposeKernel).
+	swap *swapView
 	// node is set while the tensor is part of a traced computation (see autodiff.go).
 	node *node
+}
+
+// swapView is a transpose of the last two axes whose elements are computed on first
+// use. Products read src with the other transpose flag instead (sgemm takes either
+// layout at the same speed), so a Dense linear's x·Wᵀ, its VJP and an expert stack's
+// swapped view never copy the weight.
+type swapView struct {
+	src  *tensor
+	once sync.Once
+	data any
+}
+
+// raw returns the elements, computing a pending swap once (safe from several
+// goroutines).
+func (t *tensor) raw() any {
+	if t.swap == nil {
+		return t.data
+	}
+	v := t.swap
+	v.once.Do(func() {
+		nd := len(v.src.shape)
+		st := strides(v.src.shape)
+		st[nd-2], st[nd-1] = st[nd-1], st[nd-2]
+		v.data = view(v.src, t.shape, st, 0).data
+	})
+	return v.data
+}
+
+// swapped returns the tensor t is the last-two-axes transpose of, or nil when t holds
+// its own elements.
+func (t *tensor) swapped() *tensor {
+	if t.swap == nil {
+		return nil
+	}
+	return t.swap.src
+}
+
+// alias is a new tensor (no node) sharing t's elements.
+func (t *tensor) alias() *tensor {
+	return &tensor{shape: t.shape, dt: t.dt, data: t.data, swap: t.swap}
 }
 
 func (t *tensor) size() int { return numel(t.shape) }
@@ -68,7 +113,7 @@ func makeData(dt mx.DType, n int) any {
 // f32 returns the elements as float32, converting (into a new slice) unless the tensor
 // already is float32; the caller must not modify the result.
 func (t *tensor) f32() []float32 {
-	switch v := t.data.(type) {
+	switch v := t.raw().(type) {
 	case []float32:
 		return v
 	case []uint16:
@@ -118,13 +163,13 @@ func (t *tensor) f32() []float32 {
 		}
 		return out
 	}
-	panic(fmt.Sprintf("goeng: bad data %T", t.data))
+	panic(fmt.Sprintf("goeng: bad data %T", t.raw()))
 }
 
 // i64 returns the elements as int64 (floats truncate toward zero).
 func (t *tensor) i64() []int64 {
 	out := make([]int64, t.size())
-	switch v := t.data.(type) {
+	switch v := t.raw().(type) {
 	case []int32:
 		for i, x := range v {
 			out[i] = int64(x)
@@ -159,7 +204,7 @@ func (t *tensor) i64() []int64 {
 
 // bools returns the elements as bool (non-zero is true).
 func (t *tensor) bools() []bool {
-	if v, ok := t.data.([]bool); ok {
+	if v, ok := t.raw().([]bool); ok {
 		return v
 	}
 	out := make([]bool, t.size())

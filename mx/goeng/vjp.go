@@ -26,8 +26,8 @@ func ksub(a, b *tensor) *tensor { return binaryKernel(mx.OpSubtract, a, b) }
 // direct loop instead of the broadcasting kernel's call per element; the result is the
 // same float32 product either way.
 func kmul(a, b *tensor) *tensor {
-	av, aok := a.data.([]float32)
-	bv, bok := b.data.([]float32)
+	av, aok := a.raw().([]float32)
+	bv, bok := b.raw().([]float32)
 	if !aok || !bok || a.dt != mx.Float32 || b.dt != mx.Float32 || !slices.Equal(a.shape, b.shape) {
 		return binaryKernel(mx.OpMultiply, a, b)
 	}
@@ -43,6 +43,16 @@ func kmul(a, b *tensor) *tensor {
 }
 func kdiv(a, b *tensor) *tensor { return binaryKernel(mx.OpDivide, a, b) }
 func kneg(a *tensor) *tensor    { return unaryKernel(mx.OpNegative, a) }
+func kscale(a *tensor, s float32) *tensor {
+	in := a.f32()
+	out := make([]float32, len(in))
+	parallelFor(len(in), 1, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			out[i] = in[i] * s
+		}
+	})
+	return fromF32(a.shape, mx.Float32, out)
+}
 
 // unbroadcast sums g over the axes along which an input of shape was broadcast.
 func unbroadcast(g *tensor, shape []int) *tensor {
@@ -74,9 +84,11 @@ func unaryVJP(op mx.UnaryOp, x, out *tensor) func(g *tensor) []*tensor {
 		return one(func(g *tensor) *tensor {
 			xv, yv, gv := x.f32(), out.f32(), g.f32()
 			res := make([]float32, len(gv))
-			for i := range gv {
-				res[i] = gv[i] * df(xv[i], yv[i])
-			}
+			parallelFor(len(gv), 8, func(lo, hi int) {
+				for i := lo; i < hi; i++ {
+					res[i] = gv[i] * df(xv[i], yv[i])
+				}
+			})
 			return fromF32(x.shape, mx.Float32, res)
 		})
 	}
@@ -124,11 +136,7 @@ func unaryVJP(op mx.UnaryOp, x, out *tensor) func(g *tensor) []*tensor {
 		return one(func(g *tensor) *tensor {
 			xv, gv := x.f32(), g.f32()
 			res := make([]float32, len(gv))
-			parallelFor(len(gv), 32, func(lo, hi int) {
-				for i := lo; i < hi; i++ {
-					res[i] = gv[i] * geluTanhGrad(xv[i])
-				}
-			})
+			parallelRows(len(gv), func(lo, hi int) { geluGradRows(res[lo:hi], xv[lo:hi], gv[lo:hi]) })
 			return fromF32(x.shape, mx.Float32, res)
 		})
 	}
@@ -339,16 +347,27 @@ func takeVJP(x, idx *tensor, axis int) func(g *tensor) []*tensor {
 		ni := len(ids)
 		gv := g.f32()
 		res := make([]float32, x.size())
-		for p := range pre {
-			for j, s := range ids {
-				src := normIndex(s, d, "take")
-				dst := res[(p*d+src)*post : (p*d+src+1)*post]
-				row := gv[(p*ni+j)*post : (p*ni+j+1)*post]
-				for k := range dst {
-					dst[k] += row[k]
+		pos := make([]int, ni)
+		for j, s := range ids {
+			pos[j] = normIndex(s, d, "take")
+		}
+		// Rows that repeat an index add into one row, so the parallel split is over
+		// column ranges: every element still sums its rows in order of j.
+		const chunk = 256
+		parts := (post + chunk - 1) / chunk
+		parallelFor(pre*parts, ni*min(chunk, post), func(lo, hi int) {
+			for t := lo; t < hi; t++ {
+				p, c0 := t/parts, (t%parts)*chunk
+				c1 := min(c0+chunk, post)
+				for j, src := range pos {
+					dst := res[(p*d+src)*post+c0 : (p*d+src)*post+c1]
+					row := gv[(p*ni+j)*post+c0 : (p*ni+j)*post+c1]
+					for k := range dst {
+						dst[k] += row[k]
+					}
 				}
 			}
-		}
+		})
 		return []*tensor{fromF32(x.shape, mx.Float32, res), nil}
 	}
 }
@@ -362,6 +381,8 @@ func takeAlongVJP(x, idx *tensor, axis int) func(g *tensor) []*tensor {
 
 // y = x·r·w with r = (mean x² + ε)^-½ per row of length D:
 // dx = r·(g⊙w) − x·r³/D·Σ(g⊙w⊙x),   dw = Σ_rows g⊙x·r.
+// Rows run in parallel; dw is summed in float64 over fixed blocks of rows and the blocks
+// added in order, so its bits do not depend on the number of threads.
 func rmsNormVJP(x, w *tensor, eps float64) func(g *tensor) []*tensor {
 	return func(g *tensor) []*tensor {
 		d := x.shape[len(x.shape)-1]
@@ -371,36 +392,52 @@ func rmsNormVJP(x, w *tensor, eps float64) func(g *tensor) []*tensor {
 			wv = w.f32()
 		}
 		dx := make([]float32, len(xv))
-		var dw []float64
+		rows := len(xv) / max(d, 1)
+		const block = 64
+		nb := (rows + block - 1) / block
+		var dwBlocks [][]float64
 		if w != nil {
-			dw = make([]float64, d)
+			dwBlocks = make([][]float64, nb)
 		}
-		for r := 0; r < len(xv)/max(d, 1); r++ {
-			row, grow, drow := xv[r*d:(r+1)*d], gv[r*d:(r+1)*d], dx[r*d:(r+1)*d]
-			inv := float64(rmsInv(row, eps))
-			var dot float64
-			for i := range row {
-				gw := float64(grow[i])
-				if wv != nil {
-					gw *= float64(wv[i])
-					dw[i] += float64(grow[i]) * float64(row[i]) * inv
+		parallelFor(nb, block*d, func(lo, hi int) {
+			for b := lo; b < hi; b++ {
+				var dw []float64
+				if w != nil {
+					dw = make([]float64, d)
+					dwBlocks[b] = dw
 				}
-				dot += gw * float64(row[i])
-			}
-			c := inv * inv * inv / float64(d) * dot
-			for i := range row {
-				gw := float64(grow[i])
-				if wv != nil {
-					gw *= float64(wv[i])
+				for r := b * block; r < min((b+1)*block, rows); r++ {
+					row, grow, drow := xv[r*d:(r+1)*d], gv[r*d:(r+1)*d], dx[r*d:(r+1)*d]
+					inv := float64(rmsInv(row, eps))
+					var dot float64
+					for i := range row {
+						gw := float64(grow[i])
+						if wv != nil {
+							gw *= float64(wv[i])
+							dw[i] += float64(grow[i]) * float64(row[i]) * inv
+						}
+						dot += gw * float64(row[i])
+					}
+					c := inv * inv * inv / float64(d) * dot
+					for i := range row {
+						gw := float64(grow[i])
+						if wv != nil {
+							gw *= float64(wv[i])
+						}
+						drow[i] = float32(inv*gw - float64(row[i])*c)
+					}
 				}
-				drow[i] = float32(inv*gw - float64(row[i])*c)
 			}
-		}
+		})
 		res := []*tensor{fromF32(x.shape, mx.Float32, dx), nil}
 		if w != nil {
 			dwf := make([]float32, d)
-			for i, v := range dw {
-				dwf[i] = float32(v)
+			for i := range dwf {
+				var sum float64
+				for _, blk := range dwBlocks {
+					sum += blk[i]
+				}
+				dwf[i] = float32(sum)
 			}
 			res[1] = fromF32(w.shape, mx.Float32, dwf)
 		}

@@ -156,8 +156,9 @@ func (e *Engine) QuantizedMatmul(hx, hw, hs, hb mx.Handle, transpose bool, p mx.
 }
 
 // GatherQMM implements mx.Engine with mlx.gather_qmm: every row of x (shape [..., K])
-// is a one-row matrix multiplied by the expert its index picks.
-func (e *Engine) GatherQMM(hx, hw, hs, hb, hi mx.Handle, transpose bool, p mx.QuantParams) mx.Handle {
+// is a one-row matrix multiplied by the expert its index picks; sorted is MLX's
+// sorted_indices.
+func (e *Engine) GatherQMM(hx, hw, hs, hb, hi mx.Handle, transpose bool, p mx.QuantParams, sorted bool) mx.Handle {
 	x, wq, s, b, idx := get(hx), get(hw), get(hs), get(hb), get(hi)
 	lead := x.shape[:len(x.shape)-1]
 	k := x.shape[len(x.shape)-1]
@@ -169,7 +170,26 @@ func (e *Engine) GatherQMM(hx, hw, hs, hb, hi mx.Handle, transpose bool, p mx.Qu
 	defer C.free(unsafe.Pointer(mode))
 	var lhs C.mlx_array
 	out := e.op("gather_qmm", func(res *C.mlx_array) C.int {
-		return C.mlx_gather_qmm(res, x3.c, wq.c, s.c, b.c, lhs, rhs.c, C.bool(transpose), gs, bits, mode, false, e.stream)
+		return C.mlx_gather_qmm(res, x3.c, wq.c, s.c, b.c, lhs, rhs.c, C.bool(transpose), gs, bits, mode, C.bool(sorted), e.stream)
+	})
+	defer e.free(out)
+	return e.reshape(out, append(slices.Clone(lead), out.shape[len(out.shape)-1]))
+}
+
+// GatherMM implements mx.Engine with mlx.gather_mm, each row of x (shape [..., K]) a
+// one-row matrix against the [K, N] expert its index picks; sorted is MLX's
+// sorted_indices. MLX's own VJP differentiates x and w.
+func (e *Engine) GatherMM(hx, hw, hi mx.Handle, sorted bool) mx.Handle {
+	x, w, idx := get(hx), get(hw), get(hi)
+	lead := x.shape[:len(x.shape)-1]
+	k := x.shape[len(x.shape)-1]
+	x3 := e.reshape(x, append(slices.Clone(lead), 1, k))
+	defer e.free(x3)
+	rhs := e.reshape(idx, lead)
+	defer e.free(rhs)
+	var lhs C.mlx_array
+	out := e.op("gather_mm", func(res *C.mlx_array) C.int {
+		return C.mlx_gather_mm(res, x3.c, w.c, lhs, rhs.c, C.bool(sorted), e.stream)
 	})
 	defer e.free(out)
 	return e.reshape(out, append(slices.Clone(lead), out.shape[len(out.shape)-1]))

@@ -139,8 +139,32 @@ func gradCases() []gradCase {
 				e := a[0].Engine()
 				wq, s, b := mx.Quantize(rf(e, 243, 3, 4, 32), 32, 4)
 				idx := mx.FromInt32(e, []int32{2, 0, 1, 1, 2, 0}, 2, 3)
-				return weighted(mx.GatherQMM(a[0], wq, s, b, idx, true, 32, 4), 244)
+				return weighted(mx.GatherQMM(a[0], wq, s, b, idx, true, 32, 4, false), 244)
 			}},
+		gradCase{"gather_qmm sorted", func(e mx.Engine) []*mx.Array { return []*mx.Array{rf(e, 270, 6, 32)} },
+			func(a []*mx.Array) *mx.Array {
+				e := a[0].Engine()
+				wq, s, b := mx.Quantize(rf(e, 271, 3, 4, 32), 32, 4)
+				idx := mx.FromInt32(e, []int32{0, 0, 1, 2, 2, 2}, 6)
+				return weighted(mx.GatherQMM(a[0], wq, s, b, idx, true, 32, 4, true), 272)
+			}},
+		// x and the expert stack both get gradients; expert 3 has no rows.
+		gradCase{"gather_mm", func(e mx.Engine) []*mx.Array { return []*mx.Array{rf(e, 273, 2, 3, 8), rf(e, 274, 4, 8, 5)} },
+			func(a []*mx.Array) *mx.Array {
+				idx := mx.FromInt32(a[0].Engine(), []int32{2, 0, 1, 1, 2, 0}, 2, 3)
+				return weighted(mx.GatherMM(a[0], a[1], idx, false), 275)
+			}},
+		gradCase{"gather_mm sorted swapped", func(e mx.Engine) []*mx.Array { return []*mx.Array{rf(e, 276, 6, 8), rf(e, 277, 3, 5, 8)} },
+			func(a []*mx.Array) *mx.Array {
+				idx := mx.FromInt32(a[0].Engine(), []int32{0, 0, 0, 2, 2, 2}, 6)
+				return weighted(mx.GatherMM(a[0], mx.SwapAxes(a[1], 1, 2), idx, true), 278)
+			}},
+		gradCase{"addmm", func(e mx.Engine) []*mx.Array {
+			return []*mx.Array{rf(e, 282, 3, 5), rf(e, 283, 3, 4), rf(e, 284, 4, 5)}
+		},
+			func(a []*mx.Array) *mx.Array { return weighted(mx.AddMM(a[0], a[1], a[2], 8, 1), 285) }},
+		gradCase{"geglu", func(e mx.Engine) []*mx.Array { return []*mx.Array{mx.MulScalar(rf(e, 279, 3, 5), 3), rf(e, 280, 3, 5)} },
+			func(a []*mx.Array) *mx.Array { return weighted(mx.GeGLU(a[0], a[1]), 281) }},
 		gradCase{"astype bfloat16", func(e mx.Engine) []*mx.Array { return []*mx.Array{rf(e, 245, 4, 4)} },
 			func(a []*mx.Array) *mx.Array {
 				return weighted(mx.AsType(mx.Exp(mx.AsType(a[0], mx.BFloat16)), mx.Float32), 246)

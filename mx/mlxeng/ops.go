@@ -150,6 +150,15 @@ func (e *Engine) geluTanh(x *array) *array {
 	return e.binary(mx.OpMultiply, mul(x, scalar(0.5)), add(th, scalar(1)))
 }
 
+// GeGLU implements mx.Engine as geluTanh(gate)·up (MLX has no fused op; MLX's autodiff
+// differentiates the composition).
+func (e *Engine) GeGLU(hg, hu mx.Handle) mx.Handle {
+	gate, up := get(hg), get(hu)
+	g := e.geluTanh(gate)
+	defer e.free(g)
+	return e.binary(mx.OpMultiply, g, up)
+}
+
 func (e *Engine) binaryC(op mx.BinaryOp, a, b C.mlx_array, res *C.mlx_array) C.int {
 	s := e.stream
 	switch op {
@@ -444,6 +453,14 @@ func (e *Engine) Matmul(ha, hb mx.Handle) mx.Handle {
 		a, b = ac, bc
 	}
 	return e.op("matmul", func(res *C.mlx_array) C.int { return C.mlx_matmul(res, a.c, b.c, e.stream) })
+}
+
+// AddMM implements mx.Engine with mlx.addmm.
+func (e *Engine) AddMM(hc, ha, hb mx.Handle, alpha, beta float64) mx.Handle {
+	c, a, b := get(hc), get(ha), get(hb)
+	return e.op("addmm", func(res *C.mlx_array) C.int {
+		return C.mlx_addmm(res, c.c, a.c, b.c, C.float(alpha), C.float(beta), e.stream)
+	})
 }
 
 // Take implements mx.Engine.

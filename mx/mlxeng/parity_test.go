@@ -537,15 +537,35 @@ func quantCases() []parityCase {
 		parityCase{"gather_qmm/transpose", sums, one(func(e mx.Engine) *mx.Array {
 			// 3 experts of [N=4, K=64]; x [2, 3, 64] routes each row to its expert.
 			wq, s, b := mx.Quantize(rf(e, 173, 3, 4, 64), 64, 4)
-			return mx.GatherQMM(rf(e, 174, 2, 3, 64), wq, s, b, ri(e, 175, 0, 3, 2, 3), true, 64, 4)
+			return mx.GatherQMM(rf(e, 174, 2, 3, 64), wq, s, b, ri(e, 175, 0, 3, 2, 3), true, 64, 4, false)
 		})},
 		parityCase{"gather_qmm/no transpose", sums, one(func(e mx.Engine) *mx.Array {
 			wq, s, b := mx.Quantize(rf(e, 176, 2, 8, 32), 32, 8)
-			return mx.GatherQMM(rf(e, 177, 5, 8), wq, s, b, ri(e, 178, 0, 2, 5), false, 32, 8)
+			return mx.GatherQMM(rf(e, 177, 5, 8), wq, s, b, ri(e, 178, 0, 2, 5), false, 32, 8, false)
 		})},
 		parityCase{"gather_qmm/flat indices", sums, one(func(e mx.Engine) *mx.Array {
 			wq, s, b := mx.Quantize(rf(e, 179, 4, 6, 32), 32, 2)
-			return mx.GatherQMM(rf(e, 180, 2, 2, 32), wq, s, b, mx.FromSlice(e, []uint32{3, 0, 0, 2}, []int{4}, mx.Uint32), true, 32, 2)
+			return mx.GatherQMM(rf(e, 180, 2, 2, 32), wq, s, b, mx.FromSlice(e, []uint32{3, 0, 0, 2}, []int{4}, mx.Uint32), true, 32, 2, false)
+		})},
+		parityCase{"gather_qmm/sorted", sums, one(func(e mx.Engine) *mx.Array {
+			wq, s, b := mx.Quantize(rf(e, 181, 3, 8, 64), 64, 4)
+			return mx.GatherQMM(rf(e, 182, 5, 64), wq, s, b, mx.FromInt32(e, []int32{0, 1, 1, 2, 2}, 5), true, 64, 4, true)
+		})},
+		parityCase{"addmm", sums, one(func(e mx.Engine) *mx.Array {
+			return mx.AddMM(rf(e, 190, 2, 3, 12), rf(e, 191, 2, 3, 16), rf(e, 192, 16, 12), 8, 1)
+		})},
+		parityCase{"addmm/broadcast c", sums, one(func(e mx.Engine) *mx.Array {
+			return mx.AddMM(rf(e, 193, 12), rf(e, 194, 3, 16), rf(e, 195, 16, 12), 0.5, 2)
+		})},
+		parityCase{"geglu", libm, one(func(e mx.Engine) *mx.Array {
+			return mx.GeGLU(mx.MulScalar(rf(e, 188, 4, 33), 4), rf(e, 189, 4, 33))
+		})},
+		parityCase{"gather_mm", sums, one(func(e mx.Engine) *mx.Array {
+			return mx.GatherMM(rf(e, 183, 2, 3, 16), rf(e, 184, 4, 16, 12), ri(e, 185, 0, 4, 2, 3), false)
+		})},
+		parityCase{"gather_mm/sorted swapped", sums, one(func(e mx.Engine) *mx.Array {
+			w := rf(e, 186, 3, 12, 16) // [E, N, K]
+			return mx.GatherMM(rf(e, 187, 6, 16), mx.SwapAxes(w, 1, 2), mx.FromInt32(e, []int32{0, 0, 1, 1, 1, 2}, 6), true)
 		})},
 	)
 	return cases

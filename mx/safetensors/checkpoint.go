@@ -222,7 +222,15 @@ func (c *Checkpoint) Data(name string) ([]byte, error) {
 // (total_size as "12345").
 func (c *Checkpoint) Metadata() map[string]string { return maps.Clone(c.metadata) }
 
-// Close closes every file. Slices returned by Data must not be used after it.
+// Keep calls File.Keep on every file: slices returned by Data outlive Close.
+func (c *Checkpoint) Keep() {
+	for _, f := range c.files {
+		f.Keep()
+	}
+}
+
+// Close closes every file. Slices returned by Data must not be used after it, unless
+// Keep was called.
 func (c *Checkpoint) Close() error {
 	if c.closed {
 		return formatErr(c.dir, "", ErrClosed, "checkpoint already closed")

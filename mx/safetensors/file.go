@@ -17,6 +17,7 @@ type File struct {
 	mapped  []byte // the whole file
 	release func() error
 	closed  bool
+	kept    bool
 }
 
 // Open maps the file at path and validates its header. The file is held
@@ -68,13 +69,22 @@ func (f *File) Data(name string) ([]byte, error) {
 	return f.mapped[begin:end:end], nil
 }
 
-// Close unmaps the file. Slices returned by Data must not be used after it.
+// Keep makes the mapping outlive Close: slices returned by Data stay valid for the life
+// of the process (the pages are the file's, paged in and out by the kernel, and are never
+// unmapped). An engine that uses tensor bytes in place asks for it.
+func (f *File) Keep() { f.kept = true }
+
+// Close unmaps the file (unless Keep was called). Slices returned by Data must not be
+// used after it.
 func (f *File) Close() error {
 	if f.closed {
 		return formatErr(f.path, "", ErrClosed, "file already closed")
 	}
 	f.closed = true
 	f.mapped = nil
+	if f.kept {
+		return nil
+	}
 	if err := f.release(); err != nil {
 		return fmt.Errorf("safetensors: close %s: %w", f.path, err)
 	}

@@ -273,3 +273,28 @@ func TestLongValueInMessage(t *testing.T) {
 		t.Errorf("message %q is not a clipped, valid UTF-8 rendering", msg)
 	}
 }
+
+// TestKeep: after Keep, Close leaves the mapping in place, so bytes returned by Data
+// stay readable; without Keep they are gone (Data refuses after Close).
+func TestKeep(t *testing.T) {
+	data := []byte{1, 0, 0, 0, 2, 0, 0, 0}
+	p := writeTemp(t, "k.safetensors", rawFile(`{"x":{"dtype":"I32","shape":[2],"data_offsets":[0,8]}}`, data))
+	f, err := Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := f.Data("x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Keep()
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(b, data) {
+		t.Fatalf("kept bytes %v, want %v", b, data)
+	}
+	if _, err := f.Data("x"); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Data after Close: %v, want ErrClosed", err)
+	}
+}

@@ -23,6 +23,16 @@ const pw = sgemm.PanelWidth
 // last at K; both are multiples of 32, as are group starts, so every run decoded
 // here starts on a whole word of the bit stream and is a multiple of 32 codes.
 func (w qmat) packT(dst []float32, pc, kb, j0, nt int) {
+	if bits := w.p.Bits; bits == 4 || bits == 8 {
+		w.packT8x8(dst, pc, kb, j0, nt)
+		return
+	}
+	w.packTRows(dst, pc, kb, j0, nt)
+}
+
+// packTRows is packT one row of W at a time, each decoded group by group down its
+// panel column.
+func (w qmat) packTRows(dst []float32, pc, kb, j0, nt int) {
 	gs, bits := w.p.GroupSize, w.p.Bits
 	var code [128]float32
 	for jr := 0; jr < nt; jr += pw {
@@ -77,6 +87,47 @@ func (w qmat) packT(dst []float32, pc, kb, j0, nt int) {
 	}
 }
 
+// packT8x8 is packT for 4- and 8-bit codes: blocks of eight rows of W by eight codes
+// (one or two words per row, always inside one group) are decoded and transposed into
+// the panel together by decodeT8x8, so the panel is written a row of eight at a time
+// instead of one strided element at a time. Rows past the last multiple of eight go
+// through packT's per-row path. The values are packT's.
+func (w qmat) packT8x8(dst []float32, pc, kb, j0, nt int) {
+	gs, bits := w.p.GroupSize, w.p.Bits
+	var sc, bi [8]float32
+	for jr := 0; jr < nt; jr += pw {
+		panel := dst[jr*kb : (jr+pw)*kb]
+		nn := min(pw, nt-jr)
+		if nn < pw {
+			clear(panel)
+		}
+		n8 := nn / 8 * 8
+		for jb := 0; jb < n8; jb += 8 {
+			r0 := j0 + jr + jb
+			for p := 0; p < kb; p += 8 {
+				k := pc + p
+				g := k / gs
+				if p == 0 || k%gs == 0 {
+					for i := range 8 {
+						sc[i], bi[i] = w.scales[(r0+i)*w.ng+g], w.biases[(r0+i)*w.ng+g]
+					}
+				}
+				decodeT8x8(bits, w.packed[r0*w.wpr+k*bits/32:], w.wpr, &sc, &bi, panel[p*pw+jb:], pw)
+			}
+		}
+		if n8 < nn {
+			// The last rows, fewer than eight: a panel of their own through packT's
+			// per-row path, copied into place.
+			var tmp [pw * sgemm.KBlockMax]float32
+			part := tmp[:pw*kb]
+			w.packTRows(part, pc, kb, j0+jr+n8, nn-n8)
+			for p := range kb {
+				copy(panel[p*pw+n8:p*pw+nn], part[p*pw:p*pw+nn-n8])
+			}
+		}
+	}
+}
+
 // packN is a sgemm.PackFunc presenting op(B) = W for W[K, N] quantized along N
 // (x·W): k-row p of a panel is W[pc+p, c:c+16] for the panel's first column c.
 // A panel row lies inside one group whenever c is a multiple of the panel width
@@ -84,8 +135,8 @@ func (w qmat) packT(dst []float32, pc, kb, j0, nt int) {
 // takes a per-element path.
 func (w qmat) packN(dst []float32, pc, kb, j0, nt int) {
 	gs, bits := w.p.GroupSize, w.p.Bits
-	if bits == 4 && j0%pw == 0 && j0+(nt+pw-1)/pw*pw <= w.cols {
-		w.packN4(dst, pc, kb, j0, nt)
+	if (bits == 4 || bits == 8) && j0%pw == 0 && j0+(nt+pw-1)/pw*pw <= w.cols {
+		w.packN16(dst, pc, kb, j0, nt)
 		return
 	}
 	for jr := 0; jr < nt; jr += pw {
@@ -131,38 +182,26 @@ func (w qmat) packN(dst []float32, pc, kb, j0, nt int) {
 	}
 }
 
-// packN4 is packN for 4-bit codes and whole panels that start on a multiple of the
-// panel width. It walks W row by row, so that the 16 values a code can take in one group
-// (s·c + b, computed as in Dequantize) are tabulated once and shared by the group's
-// gs/16 panel rows: a code then costs a load instead of a multiply-add.
-func (w qmat) packN4(dst []float32, pc, kb, j0, nt int) {
-	gs := w.p.GroupSize
+// packN16 is packN for 4- and 8-bit codes and whole panels that start on a multiple of
+// the panel width: row by row, the panels of one group are decoded by one decodeN16 call
+// (with AVX2, eight codes per instruction sequence). The values are packN4's.
+func (w qmat) packN16(dst []float32, pc, kb, j0, nt int) {
+	gs, bits := w.p.GroupSize, w.p.Bits
 	np := (nt + pw - 1) / pw
-	var tab [16]float32
+	stride := kb * pw
 	for p := range kb {
 		r := pc + p
 		words := w.packed[r*w.wpr : (r+1)*w.wpr]
 		scales, biases := w.scales[r*w.ng:(r+1)*w.ng], w.biases[r*w.ng:(r+1)*w.ng]
-		g := -1
-		for q := range np {
+		for q := 0; q < np; {
 			c := j0 + q*pw
-			if c/gs != g {
-				g = c / gs
-				sg, bg := scales[g], biases[g]
-				for code := range tab {
-					tab[code] = sg*float32(code) + bg
-				}
-			}
-			ws := (*[2]uint32)(words[c/8 : c/8+2])
-			d := (*[pw]float32)(dst[q*kb*pw+p*pw:][:pw])
-			lo, hi := ws[0], ws[1]
-			d[0], d[1], d[2], d[3] = tab[lo&15], tab[lo>>4&15], tab[lo>>8&15], tab[lo>>12&15]
-			d[4], d[5], d[6], d[7] = tab[lo>>16&15], tab[lo>>20&15], tab[lo>>24&15], tab[lo>>28]
-			d[8], d[9], d[10], d[11] = tab[hi&15], tab[hi>>4&15], tab[hi>>8&15], tab[hi>>12&15]
-			d[12], d[13], d[14], d[15] = tab[hi>>16&15], tab[hi>>20&15], tab[hi>>24&15], tab[hi>>28]
-			if nn := nt - q*pw; nn < pw {
-				clear(d[nn:])
-			}
+			g := c / gs
+			n := min(np-q, ((g+1)*gs-c)/pw) // panels left in this group
+			decodeN16(bits, words[c*bits/32:], scales[g], biases[g], dst[q*stride+p*pw:], stride, n)
+			q += n
+		}
+		if nn := nt - (np-1)*pw; nn < pw {
+			clear(dst[(np-1)*stride+p*pw+nn : (np-1)*stride+p*pw+pw])
 		}
 	}
 }

@@ -68,7 +68,7 @@ func TestGatherGemm(t *testing.T) {
 		x := randX(rng, M*K)
 		packed, scales, biases, w, ab := randQ(t, rng, E, N, K, p)
 		y := nans(M * N)
-		GatherMatmulT(y, x, M, idx, packed, scales, biases, E, N, K, p)
+		GatherMatmulT(y, x, M, idx, packed, scales, biases, E, N, K, p, false)
 		for m, e := range idx {
 			lo, hi := int(e)*N*K, (int(e)+1)*N*K
 			checkMatmul(t, p.String()+" GatherMatmulT", y[m*N:(m+1)*N], x[m*K:(m+1)*K], w[lo:hi], ab[lo:hi], 1, N, K, 1, K)
@@ -76,7 +76,7 @@ func TestGatherGemm(t *testing.T) {
 		xn := randX(rng, M*N)
 		packed, scales, biases, w, ab = randQ(t, rng, E, N, K, p) // stack [E, N, K] as x·W: K' = N, N' = K
 		yn := nans(M * K)
-		GatherMatmul(yn, xn, M, idx, packed, scales, biases, E, N, K, p)
+		GatherMatmul(yn, xn, M, idx, packed, scales, biases, E, N, K, p, false)
 		for m, e := range idx {
 			lo, hi := int(e)*N*K, (int(e)+1)*N*K
 			checkMatmul(t, p.String()+" GatherMatmul", yn[m*K:(m+1)*K], xn[m*N:(m+1)*N], w[lo:hi], ab[lo:hi], 1, K, N, K, 1)

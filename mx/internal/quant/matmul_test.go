@@ -150,7 +150,7 @@ func TestGather(t *testing.T) {
 				// transposed: stack [E, N, K]
 				packed, scales, biases, w, ab := randQ(t, rng, E, N, K, p)
 				y := make([]float32, M*N)
-				GatherMatmulT(y, x, M, c.idx, packed, scales, biases, E, N, K, p)
+				GatherMatmulT(y, x, M, c.idx, packed, scales, biases, E, N, K, p, false)
 				for m, e := range c.idx {
 					lo, hi := int(e)*N*K, (int(e)+1)*N*K
 					checkMatmul(t, p.String()+" GatherMatmulT", y[m*N:(m+1)*N], x[m*K:(m+1)*K], w[lo:hi], ab[lo:hi], 1, N, K, 1, K)
@@ -161,7 +161,7 @@ func TestGather(t *testing.T) {
 					continue
 				}
 				packed, scales, biases, w, ab = randQ(t, rng, E, K, N, p)
-				GatherMatmul(y, x, M, c.idx, packed, scales, biases, E, K, N, p)
+				GatherMatmul(y, x, M, c.idx, packed, scales, biases, E, K, N, p, false)
 				for m, e := range c.idx {
 					lo, hi := int(e)*K*N, (int(e)+1)*K*N
 					checkMatmul(t, p.String()+" GatherMatmul", y[m*N:(m+1)*N], x[m*K:(m+1)*K], w[lo:hi], ab[lo:hi], 1, N, K, N, 1)
@@ -191,8 +191,8 @@ func TestEmptyBatch(t *testing.T) {
 	calls := map[string]func(){
 		"MatmulT":       func() { MatmulT(y, nil, 0, w, s, s, 4, 64, p) },
 		"Matmul":        func() { Matmul(y, nil, 0, w[:16], s[:4], s[:4], 2, 64, p) },
-		"GatherMatmulT": func() { GatherMatmulT(y, nil, 0, nil, w, s, s, 2, 2, 64, p) },
-		"GatherMatmul":  func() { GatherMatmul(y, nil, 0, nil, w, s, s, 2, 2, 64, p) },
+		"GatherMatmulT": func() { GatherMatmulT(y, nil, 0, nil, w, s, s, 2, 2, 64, p, false) },
+		"GatherMatmul":  func() { GatherMatmul(y, nil, 0, nil, w, s, s, 2, 2, 64, p, false) },
 	}
 	for name, call := range calls {
 		call()
@@ -239,12 +239,12 @@ func TestKernelMisuse(t *testing.T) {
 			func() { Matmul(nil, nil, -1, w, s, s, 4, 64, p) }},
 		{"GatherMatmulT bad index", "quant.GatherMatmulT: index 2 of row 1 outside [0, 2)",
 			func() {
-				GatherMatmulT(make([]float32, 4), make([]float32, 128), 2, []int32{0, 2}, w, s, s, 2, 2, 64, p)
+				GatherMatmulT(make([]float32, 4), make([]float32, 128), 2, []int32{0, 2}, w, s, s, 2, 2, 64, p, false)
 			}},
 		{"GatherMatmul index count", "quant.GatherMatmul: 1 indices for 2 rows",
 			func() {
 				// stack [2, K=2, N=64] is the same 32 words as [4, 64]
-				GatherMatmul(make([]float32, 128), make([]float32, 4), 2, []int32{0}, w, s, s, 2, 2, 64, p)
+				GatherMatmul(make([]float32, 128), make([]float32, 4), 2, []int32{0}, w, s, s, 2, 2, 64, p, false)
 			}},
 		{"Dequantize biases short", "quant.Dequantize: weight [1, 4, 64]",
 			func() { Dequantize(w, s, s[:7], 4, 64, p) }},

@@ -19,7 +19,7 @@ func forEach(n, work int, mk func() func(lo, hi int)) {
 	if n <= 0 {
 		return
 	}
-	procs := min(runtime.GOMAXPROCS(0), n)
+	procs := min(runtime.GOMAXPROCS(0), n, max(1, work/minParallelWork))
 	if procs <= 1 || work < minParallelWork {
 		mk()(0, n)
 		return

@@ -2,7 +2,11 @@
 
 package sgemm
 
-import "golang.org/x/sys/cpu"
+import (
+	"unsafe"
+
+	"golang.org/x/sys/cpu"
+)
 
 func hasAVX2FMA() bool { return cpu.X86.HasAVX2 && cpu.X86.HasFMA }
 
@@ -49,3 +53,16 @@ func kern6x16(kc int, a, b *float32, ldb int, c *float32, ldc int, acc bool)
 //
 //go:noescape
 func rowFMA(kc int, a *float32, astride int, b *float32, ldb int, c *float32, n int)
+
+// transpose8AVX is Transpose8 without bounds checks.
+//
+//go:noescape
+func transpose8AVX(src *float32, ld int, dst *float32, ldd int)
+
+func transpose8(src *float32, ld int, dst *float32, ldd int) {
+	if cpu.X86.HasAVX {
+		transpose8AVX(src, ld, dst, ldd)
+		return
+	}
+	transpose8Go(unsafe.Slice(src, 7*ld+8), ld, unsafe.Slice(dst, 7*ldd+8), ldd)
+}

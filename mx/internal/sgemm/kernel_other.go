@@ -2,5 +2,11 @@
 
 package sgemm
 
+import "unsafe"
+
 // defaultKernels is the portable kernel: no assembly kernel is built for this target.
 func defaultKernels() kernels { return goKernels() }
+
+func transpose8(src *float32, ld int, dst *float32, ldd int) {
+	transpose8Go(unsafe.Slice(src, 7*ld+8), ld, unsafe.Slice(dst, 7*ldd+8), ldd)
+}

@@ -50,18 +50,31 @@ func packB(dst, b []float32, ldb int, t Trans, pc, kb, j0, nt int) {
 		packBRows(dst, b, ldb, pc, kb, j0, nt)
 		return
 	}
+	p8 := kb / 8 * 8
 	for jr := 0; jr < nt; jr += nr {
 		nn := min(nr, nt-jr)
 		panel := dst[jr*kb : (jr+nr)*kb]
-		// op(B)[p, j] = b[j·ldb + p]: walk each stored row (one column of op(B)).
+		// op(B)[p, j] = b[j·ldb + p]: each stored row is one column of op(B). Whole 8×8
+		// blocks go through Transpose8; the edges element by element.
 		if nn < nr {
 			clear(panel)
+		}
+		j8 := nn / 8 * 8
+		for jb := 0; jb < j8; jb += 8 {
+			src := b[(j0+jr+jb)*ldb+pc:]
+			for p := 0; p < p8; p += 8 {
+				Transpose8(src[p:], ldb, panel[p*nr+jb:], nr)
+			}
 		}
 		for j := range nn {
 			col := b[(j0+jr+j)*ldb+pc:]
 			col = col[:kb]
-			for p, v := range col {
-				panel[p*nr+j] = v
+			from := p8
+			if j >= j8 {
+				from = 0
+			}
+			for p := from; p < kb; p++ {
+				panel[p*nr+j] = col[p]
 			}
 		}
 	}

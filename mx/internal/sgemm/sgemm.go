@@ -100,6 +100,9 @@ const PanelWidth = nr
 // group of 32 or 64, nor a packed word.
 const KBlock = 64
 
+// KBlockMax is the largest k-block handed to a PackFunc.
+const KBlockMax = kcMax
+
 // PackFunc writes rows pc..pc+kb−1 and columns j0..j0+nt−1 of op(B) into dst as panels
 // of PanelWidth columns, zero past column nt:
 //
@@ -157,53 +160,212 @@ func checkOperand(name string, s []float32, ld, rows, cols int, t Trans) error {
 }
 
 // run computes a checked problem with ks on at most workers goroutines.
-func (p *problem) run(ks kernels, workers int) {
-	if p.m == 0 || p.n == 0 {
-		return
-	}
-	if p.k == 0 {
-		if !p.acc {
-			for i := range p.m {
-				clear(p.c[i*p.ldc : i*p.ldc+p.n])
-			}
+func (p *problem) run(ks kernels, workers int) { runBatch([]*problem{p}, ks, workers) }
+
+// Product is one C (+)= op(A)·op(B) of a Batch, with Gemm's arguments; Pack, when set,
+// supplies op(B) as GemmPacked's pack does (B and LDB are then ignored).
+type Product struct {
+	TA, TB     Trans
+	M, N, K    int
+	A          []float32
+	LDA        int
+	B          []float32
+	LDB        int
+	C          []float32
+	LDC        int
+	Accumulate bool
+	Pack       PackFunc
+}
+
+// Batch computes independent products on one pool of at most GOMAXPROCS goroutines that
+// pull the tiles of all of them from one queue, so many small products (the experts of a
+// mixture-of-experts layer, the heads of attention) keep every core busy where one call
+// per product would run each on few cores or one after another. Each result rounds
+// exactly as Gemm (or GemmPacked) of that product alone. The Cs must not overlap each
+// other or any A or B. Batch panics, naming the product, on a bad dimension, stride or
+// slice length.
+func Batch(ps []Product) {
+	probs := make([]*problem, len(ps))
+	for i, q := range ps {
+		p := &problem{ta: q.TA, tb: q.TB, m: q.M, n: q.N, k: q.K, a: q.A, lda: q.LDA, b: q.B, ldb: q.LDB,
+			c: q.C, ldc: q.LDC, acc: q.Accumulate, pack: q.Pack}
+		if err := p.check(); err != nil {
+			panic(fmt.Sprintf("sgemm: batch product %d: %v", i, err))
 		}
-		return
+		probs[i] = p
 	}
+	runBatch(probs, defaultKernels(), runtime.GOMAXPROCS(0))
+}
+
+// plan is how one problem is cut into tiles.
+type plan struct {
+	*problem
+	rows           bool // stream B through the row kernel (few rows of A)
+	unitN          int
+	tm, tn, kc     int
+	tilesM, tilesN int
+	// packedA, when set, holds all of op(A) packed once, k-block after k-block, for the
+	// tiles to share (a product with one block of rows cut into many column tiles).
+	packedA *[]float32
+}
+
+func newPlan(p *problem, ks kernels) plan {
+	pl := plan{problem: p}
 	// Few rows of A: stream B a row at a time instead of packing it.
-	rows := ks.row != nil && p.m <= smallM && p.tb == NoTrans && p.pack == nil
-	unitN := nr
-	if rows {
-		unitN = rowUnit
+	pl.rows = ks.row != nil && p.m <= smallM && p.tb == NoTrans && p.pack == nil
+	pl.unitN = nr
+	if pl.rows {
+		pl.unitN = rowUnit
 	}
-	tm, tilesM := split(p.m, mcMax, mr)
-	tn, tilesN := split(p.n, ncMax, unitN)
-	if p.m*p.n*p.k < minParallel {
-		workers = 1
+	pl.tm, pl.tilesM = split(p.m, mcMax, mr)
+	pl.tn, pl.tilesN = split(p.n, ncMax, pl.unitN)
+	pl.kc, _ = split(p.k, kcMax, KBlock)
+	return pl
+}
+
+// cut splits the tiles further until there are at least want of them, as long as tiles
+// stay big enough to amortise their packing. A product with a single block of rows keeps
+// it whole and cuts only its columns, down to one panel width: its packed A is then
+// shared by every tile (see shareA) instead of being packed again by each.
+func (pl *plan) cut(want int) {
+	if pl.tilesM == 1 {
+		for pl.tilesN < want && pl.tn >= 2*pl.unitN {
+			pl.tn, pl.tilesN = split(pl.n, roundUp(pl.tn/2, pl.unitN), pl.unitN)
+		}
+		return
 	}
-	// Cut further until every goroutine has two tasks to balance with, as long as
-	// tiles stay big enough to amortise their packing.
-	for tilesM*tilesN < 2*workers {
-		if tn >= 4*unitN && tn >= tm {
-			tn, tilesN = split(p.n, roundUp(tn/2, unitN), unitN)
-		} else if tm >= 4*mr {
-			tm, tilesM = split(p.m, roundUp(tm/2, mr), mr)
+	for pl.tilesM*pl.tilesN < want {
+		if pl.tn >= 4*pl.unitN && pl.tn >= pl.tm {
+			pl.tn, pl.tilesN = split(pl.n, roundUp(pl.tn/2, pl.unitN), pl.unitN)
+		} else if pl.tm >= 4*mr {
+			pl.tm, pl.tilesM = split(pl.m, roundUp(pl.tm/2, mr), mr)
 		} else {
-			break
+			return
 		}
 	}
-	tasks := tilesM * tilesN
-	workers = max(1, min(workers, tasks))
-	kc, _ := split(p.k, kcMax, KBlock)
+}
+
+// aBlockOffset is where k-block pc starts in a shared packed A (all blocks but the last
+// are kc long).
+func (pl *plan) aBlockOffset(pc int) int { return roundUp(pl.m, mr) * pc }
+
+// sharedAPool recycles the shared packed-A buffers.
+var sharedAPool = sync.Pool{New: func() any { return new([]float32) }}
+
+// shareA packs op(A) of every plan with a single block of rows and several column tiles
+// once, in parallel over (plan, k-block), before any tile runs; each element is packed
+// exactly as the tile would have packed it.
+func shareA(plans []plan, workers int) {
+	type job struct{ pl, pc int }
+	var jobs []job
+	for i := range plans {
+		pl := &plans[i]
+		if pl.tilesM != 1 || pl.tilesN < 2 {
+			continue
+		}
+		buf := sharedAPool.Get().(*[]float32)
+		*buf = grow(*buf, roundUp(pl.m, mr)*pl.k)
+		pl.packedA = buf
+		for pc := 0; pc < pl.k; pc += pl.kc {
+			jobs = append(jobs, job{i, pc})
+		}
+	}
+	if len(jobs) == 0 {
+		return
+	}
 	var next atomic.Int64
 	work := func() {
-		w := newWorker(p, ks, tm, tn, kc, rows)
+		for {
+			j := int(next.Add(1) - 1)
+			if j >= len(jobs) {
+				return
+			}
+			pl := &plans[jobs[j].pl]
+			pc := jobs[j].pc
+			kb := min(pl.kc, pl.k-pc)
+			packA((*pl.packedA)[pl.aBlockOffset(pc):], pl.a, pl.lda, pl.ta, 0, pl.m, pc, kb)
+		}
+	}
+	var wg sync.WaitGroup
+	for range min(workers, len(jobs)) - 1 {
+		wg.Go(work)
+	}
+	work()
+	wg.Wait()
+}
+
+// runBatch computes checked problems with ks on at most workers goroutines. Each tile of
+// each problem is one task; every goroutine is meant to get about two tasks' worth of
+// work, so a problem gets tiles in proportion to its share of the multiply-adds.
+func runBatch(ps []*problem, ks kernels, workers int) {
+	var plans []plan
+	total := 0
+	for _, p := range ps {
+		if p.m == 0 || p.n == 0 {
+			continue
+		}
+		if p.k == 0 {
+			if !p.acc {
+				for i := range p.m {
+					clear(p.c[i*p.ldc : i*p.ldc+p.n])
+				}
+			}
+			continue
+		}
+		plans = append(plans, newPlan(p, ks))
+		total += p.m * p.n * p.k
+	}
+	if len(plans) == 0 {
+		return
+	}
+	if total < minParallel {
+		workers = 1
+	}
+	// No more goroutines than there are minParallel units of work: on a many-core
+	// machine a small product is not spread so thin that starting goroutines dominates.
+	workers = min(workers, max(1, total/minParallel))
+	// first[i] is the number of the first task of plan i; tasks are numbered plan by plan.
+	first := make([]int, len(plans)+1)
+	var sz bufSizes
+	for i := range plans {
+		pl := &plans[i]
+		if workers > 1 {
+			share := pl.m * pl.n * pl.k
+			pl.cut(int((int64(2*workers)*int64(share) + int64(total) - 1) / int64(total)))
+		}
+		first[i+1] = first[i] + pl.tilesM*pl.tilesN
+		sz.fit(pl)
+	}
+	tasks := first[len(plans)]
+	workers = max(1, min(workers, tasks))
+	if workers > 1 {
+		shareA(plans, workers)
+		defer func() {
+			for i := range plans {
+				if plans[i].packedA != nil {
+					sharedAPool.Put(plans[i].packedA)
+				}
+			}
+		}()
+	}
+	var next atomic.Int64
+	work := func() {
+		w := newWorker(ks, sz)
+		defer w.release()
+		i := 0
 		for {
 			t := int(next.Add(1) - 1)
 			if t >= tasks {
 				return
 			}
-			i0, j0 := (t/tilesN)*tm, (t%tilesN)*tn
-			w.tile(i0, min(tm, p.m-i0), j0, min(tn, p.n-j0))
+			for t >= first[i+1] {
+				i++
+			}
+			pl := &plans[i]
+			w.bind(pl)
+			t -= first[i]
+			i0, j0 := (t/pl.tilesN)*pl.tm, (t%pl.tilesN)*pl.tn
+			w.tile(i0, min(pl.tm, pl.m-i0), j0, min(pl.tn, pl.n-j0))
 		}
 	}
 	var wg sync.WaitGroup
@@ -224,7 +386,7 @@ func split(n, limit, unit int) (size, parts int) {
 
 func roundUp(n, unit int) int { return (n + unit - 1) / unit * unit }
 
-// worker is one goroutine's packing buffers.
+// worker is one goroutine's packing buffers, bound to one problem at a time.
 type worker struct {
 	*problem
 	kernels
@@ -233,18 +395,52 @@ type worker struct {
 	bufA, bufB []float32 // packed A block; packed B slab (or, with rows, the edge panels)
 	rowBuf     []float32 // one row of sums for the row kernel
 	tmp        [mr * nr]float32
+	bufs       *buffers
+	plan       *plan
+	curA       []float32 // the packed A block of the current k-block
 }
 
-func newWorker(p *problem, ks kernels, tm, tn, kc int, rows bool) *worker {
-	w := &worker{problem: p, kernels: ks, kc: kc, rows: rows}
-	w.bufA = make([]float32, roundUp(tm, mr)*kc)
-	if rows {
-		w.rowBuf = make([]float32, tn)
-		w.bufB = make([]float32, kc*rowUnit)
+// bufSizes are the largest buffers any tile of a batch needs.
+type bufSizes struct{ a, b, row int }
+
+func (s *bufSizes) fit(pl *plan) {
+	s.a = max(s.a, roundUp(pl.tm, mr)*pl.kc)
+	if pl.rows {
+		s.row = max(s.row, pl.tn)
+		s.b = max(s.b, pl.kc*rowUnit)
 	} else {
-		w.bufB = make([]float32, kc*roundUp(tn, nr))
+		s.b = max(s.b, pl.kc*roundUp(pl.tn, nr))
 	}
-	return w
+}
+
+// buffers are a worker's scratch slices, recycled across calls: every element a kernel
+// reads is written first (packing zero-pads its edges and the row sums are cleared), so
+// they need no clearing, and a training step's thousands of products do not each
+// allocate (and have the runtime zero) a fresh half-megabyte.
+type buffers struct{ a, b, row []float32 }
+
+var bufferPool = sync.Pool{New: func() any { return new(buffers) }}
+
+func grow(s []float32, n int) []float32 {
+	if cap(s) < n {
+		return make([]float32, n)
+	}
+	return s[:n]
+}
+
+func newWorker(ks kernels, sz bufSizes) *worker {
+	bufs := bufferPool.Get().(*buffers)
+	bufs.a, bufs.b, bufs.row = grow(bufs.a, sz.a), grow(bufs.b, sz.b), grow(bufs.row, sz.row)
+	return &worker{kernels: ks, bufA: bufs.a, bufB: bufs.b, rowBuf: bufs.row, bufs: bufs}
+}
+
+// bind points the worker at a plan's problem.
+func (w *worker) bind(pl *plan) { w.problem, w.kc, w.rows, w.plan = pl.problem, pl.kc, pl.rows, pl }
+
+// release returns the buffers to the pool.
+func (w *worker) release() {
+	w.problem, w.plan = nil, nil
+	bufferPool.Put(w.bufs)
 }
 
 // tile computes C[i0:i0+mt, j0:j0+nt], walking K in blocks in order.
@@ -252,7 +448,12 @@ func (w *worker) tile(i0, mt, j0, nt int) {
 	for pc := 0; pc < w.k; pc += w.kc {
 		kb := min(w.kc, w.k-pc)
 		acc := w.acc || pc > 0
-		packA(w.bufA, w.a, w.lda, w.ta, i0, mt, pc, kb)
+		if w.plan != nil && w.plan.packedA != nil {
+			w.curA = (*w.plan.packedA)[w.plan.aBlockOffset(pc):]
+		} else {
+			packA(w.bufA, w.a, w.lda, w.ta, i0, mt, pc, kb)
+			w.curA = w.bufA
+		}
 		if !w.rows {
 			if w.pack != nil {
 				w.pack(w.bufB[:roundUp(nt, nr)*kb], pc, kb, j0, nt)
@@ -269,7 +470,7 @@ func (w *worker) tile(i0, mt, j0, nt int) {
 			for i := range mt {
 				sums := w.rowBuf[:nw]
 				clear(sums)
-				w.row(kb, w.bufA[(i/mr)*kb*mr+i%mr:], mr, w.b[pc*w.ldb+j0:], w.ldb, sums)
+				w.row(kb, w.curA[(i/mr)*kb*mr+i%mr:], mr, w.b[pc*w.ldb+j0:], w.ldb, sums)
 				addInto(w.c[(i0+i)*w.ldc+j0:][:nw], sums, acc)
 			}
 		}
@@ -288,7 +489,7 @@ func (w *worker) sweep(kb, i0, mt, j0, nt int, bp []float32, acc bool) {
 		panel := bp[jr*kb:]
 		for ir := 0; ir < mt; ir += mr {
 			mm := min(mr, mt-ir)
-			ap := w.bufA[ir*kb:]
+			ap := w.curA[ir*kb:]
 			off := (i0+ir)*w.ldc + j0 + jr
 			if mm == mr && nn == nr {
 				w.tile6x16(kb, ap, panel, nr, w.c[off:], w.ldc, acc)

@@ -1,0 +1,149 @@
+#!/usr/bin/env python3
+"""transformers + PEFT peer of `probe bench`: one LoRA training step of DiffusionGemma.
+
+transformers' own DiffusionGemmaForBlockDiffusion (float32, eager attention, the experts
+implementation transformers picks unless --experts-implementation says otherwise), built from a
+`probe mkmodel` checkpoint's config.json — the same geometry `probe bench` times — with random
+weights (transformers' init; the values do not change the cost). PEFT LoRA (rank 8, lora_alpha 64
+so that the scale alpha/r is dgtune's 8.0, dropout 0, task_type None) on q/k/v/o and the dense
+gate/up/down of every language-model layer. transformers runs the encoder's layers as modules of
+their own (sharing the decoder's weights), so PEFT adapts model.encoder.language_model.layers.N.*
+and model.decoder.layers.N.* separately: twice dgtune's trainable parameters, the same work per
+step. The step: t ~ U(0.4, 0.8), each canvas position replaced by a uniform random token with
+probability t, cross-entropy over the corrupted positions of the softcapped logits, backward,
+torch AdamW (lr 1e-4). One warm-up step, then --steps timed ones. It prints the JSON fields of
+`probe bench --json`.
+
+    python3 bench/peer_hf.py --model DIR --prompt-len 64 --canvas-len 64 --steps 3 --threads 16 --json
+
+Needs torch, transformers >= 5.13 (DiffusionGemma), peft.
+"""
+
+import argparse
+import json
+import os
+import re
+import resource
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+LORA_RE = r"model\.(encoder\.language_model|decoder)\.layers\.\d+\.(self_attn\.(q|k|v|o)_proj|mlp\.(gate|up|down)_proj)"
+
+
+def text_config_dict(cfg):
+    """The text config as transformers reads the google checkpoint's (global_head_dim and
+    num_global_key_value_heads included; transformers turns them into per-layer settings)."""
+    t = dict(cfg.get("text_config", cfg))
+    keep = ["vocab_size", "hidden_size", "intermediate_size", "moe_intermediate_size", "num_hidden_layers",
+            "num_attention_heads", "num_key_value_heads", "num_global_key_value_heads", "head_dim",
+            "global_head_dim", "hidden_activation", "rms_norm_eps", "max_position_embeddings", "sliding_window",
+            "layer_types", "rope_parameters", "final_logit_softcapping", "num_experts", "top_k_experts",
+            "attention_bias", "attention_dropout", "use_bidirectional_attention", "pad_token_id", "eos_token_id",
+            "bos_token_id", "tie_word_embeddings", "initializer_range"]
+    return {k: t[k] for k in keep if k in t}
+
+
+def build(model_dir, experts_impl):
+    from transformers import DiffusionGemmaConfig, DiffusionGemmaForBlockDiffusion
+    cfg = json.load(open(os.path.join(model_dir, "config.json")))
+    kw = dict(text_config=text_config_dict(cfg), canvas_length=cfg.get("canvas_length", 256),
+              tie_word_embeddings=True)
+    for k in ("boi_token_id", "eoi_token_id", "image_token_id"):
+        if k in cfg:
+            kw[k] = cfg[k]
+    config = DiffusionGemmaConfig(**kw)
+    config._attn_implementation = "eager"
+    config.text_config._attn_implementation = "eager"
+    if experts_impl:
+        config._experts_implementation = experts_impl
+        config.text_config._experts_implementation = experts_impl
+    try:
+        model = DiffusionGemmaForBlockDiffusion(config)
+    except Exception as err:  # a release that always builds the vision tower
+        from transformers import Gemma4VisionConfig
+        print(f"peer_hf: no vision tower failed ({err!r}); using a 1-layer vision tower", file=sys.stderr)
+        kw["vision_config"] = Gemma4VisionConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                                                 num_attention_heads=2, num_key_value_heads=2, head_dim=16)
+        config = DiffusionGemmaConfig(**kw)
+        config._attn_implementation = "eager"
+        model = DiffusionGemmaForBlockDiffusion(config)
+    return model.float(), config
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--model", required=True, help="probe mkmodel checkpoint directory (only config.json is read)")
+    ap.add_argument("--prompt-len", type=int, default=64)
+    ap.add_argument("--canvas-len", type=int, default=64)
+    ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--rank", type=int, default=8)
+    ap.add_argument("--scale", type=float, default=8.0, help="LoRA scale; lora_alpha = scale·rank")
+    ap.add_argument("--experts-implementation", default="", help="eager, batched_mm or grouped_mm (default: transformers')")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+
+    import peft
+    import transformers
+    from peft import LoraConfig, get_peft_model
+    model, config = build(args.model, args.experts_implementation)
+    lcfg = LoraConfig(r=args.rank, lora_alpha=args.scale * args.rank, lora_dropout=0.0, bias="none",
+                      target_modules=LORA_RE, task_type=None)
+    model = get_peft_model(model, lcfg)
+    model.train()
+    params = [p for p in model.parameters() if p.requires_grad]
+    from peft.tuners.lora import LoraLayer
+    n_adapted = sum(isinstance(m, LoraLayer) for m in model.modules())
+    opt = torch.optim.AdamW(params, lr=1e-4, weight_decay=0.0)
+    vocab = config.text_config.vocab_size
+
+    gen = torch.Generator().manual_seed(2)
+    prompt = torch.randint(0, vocab, (1, args.prompt_len), generator=gen)
+    target = torch.randint(0, vocab, (1, args.canvas_len), generator=gen)
+
+    def step():
+        t = 0.4 + 0.4 * torch.rand((), generator=gen)
+        mask = torch.rand(target.shape, generator=gen) < t
+        if not mask.any():
+            mask[..., 0] = True
+        canvas = torch.where(mask, torch.randint(0, vocab, target.shape, generator=gen), target)
+        out = model(input_ids=prompt, decoder_input_ids=canvas)
+        loss = F.cross_entropy(out.logits.float()[mask], target[mask])
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        return float(loss)
+
+    step()  # warm-up
+    r0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+    for _ in range(args.steps):
+        step()
+    el = time.perf_counter() - t0
+    r1 = resource.getrusage(resource.RUSAGE_SELF)
+    cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+    impl = getattr(config, "_experts_implementation", None) or getattr(config.text_config, "_experts_implementation", None)
+    res = {
+        "tokens_per_sec": (args.prompt_len + args.canvas_len) * args.steps / el,
+        "ms_per_step": 1000 * el / args.steps,
+        "peak_rss_bytes": r1.ru_maxrss * 1024,
+        "trainable_params": sum(p.numel() for p in params),
+        "backend": "transformers+peft",
+        "prompt_len": args.prompt_len, "canvas_len": args.canvas_len, "steps": args.steps, "rank": args.rank,
+        "threads": args.threads, "cpu_ms_per_step": 1000 * cpu / args.steps,
+        "adapted_linears": n_adapted, "experts_implementation": impl, "attn_implementation": "eager",
+        "torch": torch.__version__, "transformers": transformers.__version__, "peft": peft.__version__,
+    }
+    if args.json:
+        print(json.dumps(res))
+    else:
+        print(f"transformers+peft: {res['tokens_per_sec']:.1f} tokens/s, {res['ms_per_step']:.1f} ms/step, "
+              f"peak RSS {res['peak_rss_bytes'] >> 20} MiB, {res['trainable_params']} trainable")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,111 @@
+package goeng_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/dgtune/dgtune/mx"
+	"github.com/dgtune/dgtune/mx/mxtest"
+)
+
+// TestGeGLU: the fused op gives GELUTanh(gate)·up's bits, keeps the promoted dtype, and
+// refuses arrays of two shapes.
+func TestGeGLU(t *testing.T) {
+	e := mxtest.Go(t)
+	rng := rand.New(rand.NewPCG(35, 36))
+	g, u := mx.MulScalar(mxtest.RandN(e, rng, 5, 33), 3), mxtest.RandN(e, rng, 5, 33)
+	if got, want := mx.GeGLU(g, u).Float32s(), mx.Multiply(mx.GELUTanh(g), u).Float32s(); !slices.Equal(got, want) {
+		t.Fatal("GeGLU differs from GELUTanh(gate)·up")
+	}
+	if dt := mx.GeGLU(mx.AsType(g, mx.BFloat16), u).DType(); dt != mx.Float32 {
+		t.Errorf("bf16 gate with f32 up: dtype %s, want float32", dt)
+	}
+	msg := func() (msg string) {
+		defer func() { msg = fmt.Sprint(recover()) }()
+		mx.GeGLU(g, mx.Reshape(u, 33, 5))
+		return "no panic"
+	}()
+	if !strings.Contains(msg, "geglu") || !strings.Contains(msg, "[33 5]") {
+		t.Errorf("shape mismatch: panic %q", msg)
+	}
+}
+
+// TestAddMM: beta·c + alpha·(a·b) as one op gives the bits of the three separate ops,
+// forward and backward (the LoRA linear relies on it), also for alpha = beta = 1, a
+// broadcast c, and batched operands; a c that does not broadcast is refused.
+func TestAddMM(t *testing.T) {
+	e := mxtest.Go(t)
+	rng := rand.New(rand.NewPCG(37, 38))
+	for _, c := range []struct {
+		name        string
+		cs, as, bs  []int
+		alpha, beta float64
+	}{
+		{"lora", []int{2, 5, 7}, []int{2, 5, 3}, []int{3, 7}, 8, 1},
+		{"plain", []int{4, 6}, []int{4, 9}, []int{9, 6}, 1, 1},
+		{"both scaled", []int{4, 6}, []int{4, 9}, []int{9, 6}, 0.5, -2},
+		{"broadcast c", []int{6}, []int{4, 9}, []int{9, 6}, 3, 1},
+	} {
+		args := []*mx.Array{mxtest.RandN(e, rng, c.cs...), mxtest.RandN(e, rng, c.as...), mxtest.RandN(e, rng, c.bs...)}
+		r := mxtest.RandN(e, rng, append(c.as[:len(c.as)-1:len(c.as)-1], c.bs[len(c.bs)-1])...)
+		fused := func(a []*mx.Array) []*mx.Array {
+			return []*mx.Array{mx.Sum(mx.Multiply(mx.AddMM(a[0], a[1], a[2], c.alpha, c.beta), r), false)}
+		}
+		split := func(a []*mx.Array) []*mx.Array {
+			cc := a[0]
+			if c.beta != 1 {
+				cc = mx.MulScalar(cc, c.beta)
+			}
+			p := mx.Matmul(a[1], a[2])
+			if c.alpha != 1 {
+				p = mx.MulScalar(p, c.alpha)
+			}
+			return []*mx.Array{mx.Sum(mx.Multiply(mx.Add(cc, p), r), false)}
+		}
+		v0, g0 := mx.ValueAndGrad(fused, 0, 1, 2)(args)
+		v1, g1 := mx.ValueAndGrad(split, 0, 1, 2)(args)
+		if !slices.Equal(v0[0].Float32s(), v1[0].Float32s()) {
+			t.Errorf("%s: value %v, separate ops %v", c.name, v0[0].Float32s(), v1[0].Float32s())
+		}
+		for i := range g0 {
+			if !slices.Equal(g0[i].Float32s(), g1[i].Float32s()) {
+				t.Errorf("%s: gradient %d differs from the separate ops'", c.name, i)
+			}
+		}
+	}
+	msg := func() (msg string) {
+		defer func() { msg = fmt.Sprint(recover()) }()
+		z := func(s ...int) *mx.Array { return mx.Zeros(e, s, mx.Float32) }
+		mx.AddMM(z(3, 5), z(4, 2), z(2, 5), 1, 1)
+		return "no panic"
+	}()
+	if !strings.Contains(msg, "addmm") || !strings.Contains(msg, "[3 5]") {
+		t.Errorf("bad c: panic %q", msg)
+	}
+}
+
+// TestSumMiddleAxes: a sum over axes that are not last (summed in place, without moving
+// them) gives the bits of the same sum with the axes moved last first.
+func TestSumMiddleAxes(t *testing.T) {
+	e := mxtest.Go(t)
+	rng := rand.New(rand.NewPCG(39, 40))
+	x := mxtest.RandN(e, rng, 3, 5, 4, 700)
+	for _, c := range []struct {
+		axes []int
+		perm []int
+	}{{[]int{1}, []int{0, 2, 3, 1}}, {[]int{1, 2}, []int{0, 3, 1, 2}}, {[]int{0}, []int{1, 2, 3, 0}}} {
+		got := mx.Sum(x, false, c.axes...)
+		moved := mx.Add(mx.Transpose(x, c.perm...), mx.Scalar(e, 0, mx.Float32)) // materialised
+		var last []int
+		for i := len(c.perm) - len(c.axes); i < len(c.perm); i++ {
+			last = append(last, i)
+		}
+		want := mx.Sum(moved, false, last...)
+		if !slices.Equal(got.Shape(), want.Shape()) || !slices.Equal(got.Float32s(), want.Float32s()) {
+			t.Errorf("sum over %v: %v differs from the moved sum %v", c.axes, got.Shape(), want.Shape())
+		}
+	}
+}

@@ -1,0 +1,101 @@
+package goeng
+
+import (
+	"math"
+	"slices"
+	"testing"
+)
+
+// TestGELUTanhAccuracy: on a dense sweep of [−12, 12] the float32 GELU-tanh and its
+// derivative stay within |Δ| ≤ 4e-6·|f| + 1e-7 of the float64 formulas — a few float32
+// ulps, plus the rounding of u itself in the far negative tail (where GELU ≈ x·e^(2u)
+// and a 1-ulp change of u ≈ −30 moves e^(2u) by 4e-6) and, for GELU′, of the two terms
+// that cancel where it crosses zero near x = −0.75 — and exp32 within 2 ulps of
+// math.Exp on its whole range.
+func TestGELUTanhAccuracy(t *testing.T) {
+	const c, a = 0.7978845608028654, 0.044715
+	ref := func(x float64) (y, dy float64) {
+		u := c * (x + a*x*x*x)
+		th := math.Tanh(u)
+		return 0.5 * x * (1 + th), 0.5*(1+th) + 0.5*x*(1-th*th)*c*(1+3*a*x*x)
+	}
+	for x := float32(-12); x <= 12; x += 0.00137 {
+		y, dy := ref(float64(x))
+		if gy := float64(geluTanh(x)); !(math.Abs(gy-y) <= 4e-6*math.Abs(y)+1e-7) {
+			t.Fatalf("GELU(%v) = %v, want %v", x, gy, y)
+		}
+		if gd := float64(geluTanhGrad(x)); !(math.Abs(gd-dy) <= 4e-6*math.Abs(dy)+1e-7) {
+			t.Fatalf("GELU′(%v) = %v, want %v", x, gd, dy)
+		}
+	}
+	for _, c := range []struct{ x, y, dy float32 }{{100, 100, 1}, {-100, 0, 0}, {0, 0, 0.5}} {
+		if y, d := geluTanh(c.x), geluTanhGrad(c.x); y != c.y || d != c.dy {
+			t.Errorf("x = %v: GELU %v, GELU′ %v; want %v, %v", c.x, y, d, c.y, c.dy)
+		}
+	}
+	if y := geluTanh(-100); !math.Signbit(float64(y)) {
+		t.Errorf("GELU(−100) = %v, want −0", y)
+	}
+	var worstE float64
+	for x := float32(-87); x <= 87; x += 0.0071 {
+		e := math.Abs(float64(expPoly(x))-math.Exp(float64(x))) / math.Exp(float64(x))
+		worstE = max(worstE, e)
+	}
+	if worstE > 2.4e-7 {
+		t.Errorf("expPoly: worst relative error %.3g, want ≤ 2 ulps", worstE)
+	}
+	if expPoly(0) != 1 {
+		t.Errorf("expPoly(0) = %v", expPoly(0))
+	}
+}
+
+// TestGELUKernels: the eight-lane kernels (where built) give the portable code's bits on
+// a sweep that covers both tails, zero, and lengths that are not multiples of 8.
+func TestGELUKernels(t *testing.T) {
+	var x, u, ct []float32
+	for v := float32(-14); v <= 14; v += 0.00731 {
+		x = append(x, v)
+		u = append(u, 0.5-v/7)
+		ct = append(ct, 1+v/3)
+	}
+	x = append(x, 0, float32(math.Copysign(0, -1)), 1e-30, -1e-30, 100, -100, float32(math.Inf(1)), float32(math.NaN()))
+	for len(u) < len(x) {
+		u, ct = append(u, 1), append(ct, -2)
+	}
+	x, u, ct = x[:len(x)-3], u[:len(x)-3], ct[:len(x)-3] // an odd length
+	n := len(x)
+	want := func(f func(i int) float32) []uint32 {
+		out := make([]uint32, n)
+		for i := range out {
+			out[i] = math.Float32bits(f(i))
+		}
+		return out
+	}
+	got := func(v []float32) []uint32 {
+		out := make([]uint32, len(v))
+		for i, f := range v {
+			out[i] = math.Float32bits(f)
+		}
+		return out
+	}
+	o1, o2, o3, o4 := make([]float32, n), make([]float32, n), make([]float32, n), make([]float32, n)
+	geluRows(o1, x)
+	if !slices.Equal(got(o1), want(func(i int) float32 { return geluTanh(x[i]) })) {
+		t.Error("geluRows differs from geluTanh")
+	}
+	geluGradRows(o1, x, ct)
+	if !slices.Equal(got(o1), want(func(i int) float32 { return ct[i] * geluTanhGrad(x[i]) })) {
+		t.Error("geluGradRows differs from geluTanhGrad")
+	}
+	gegluRows(o2, x, u)
+	if !slices.Equal(got(o2), want(func(i int) float32 { return geluTanh(x[i]) * u[i] })) {
+		t.Error("gegluRows differs")
+	}
+	gegluGradRows(o3, o4, x, u, ct)
+	if !slices.Equal(got(o3), want(func(i int) float32 { return float32(ct[i]*u[i]) * geluTanhGrad(x[i]) })) {
+		t.Error("gegluGradRows: d gate differs")
+	}
+	if !slices.Equal(got(o4), want(func(i int) float32 { return ct[i] * geluTanh(x[i]) })) {
+		t.Error("gegluGradRows: d up differs")
+	}
+}

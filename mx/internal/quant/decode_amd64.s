@@ -1,0 +1,224 @@
+//go:build amd64 && !purego
+
+#include "textflag.h"
+
+// Nibble shifts of one word's eight 4-bit codes, lowest first.
+DATA shifts4<>+0(SB)/4, $0
+DATA shifts4<>+4(SB)/4, $4
+DATA shifts4<>+8(SB)/4, $8
+DATA shifts4<>+12(SB)/4, $12
+DATA shifts4<>+16(SB)/4, $16
+DATA shifts4<>+20(SB)/4, $20
+DATA shifts4<>+24(SB)/4, $24
+DATA shifts4<>+28(SB)/4, $28
+GLOBL shifts4<>(SB), RODATA|NOPTR, $32
+
+DATA mask4<>+0(SB)/4, $15
+GLOBL mask4<>(SB), RODATA|NOPTR, $4
+
+// DEQ scales the eight codes (int32) of row i in Y(i) by sc[i] and adds bi[i], as a
+// multiply then an add (two roundings, as the Go decoder computes s·q + b).
+#define DEQ(i, y) \
+	VCVTDQ2PS    y, y;          \
+	VBROADCASTSS (4*i)(R8), Y10; \
+	VMULPS       Y10, y, y;     \
+	VBROADCASTSS (4*i)(R9), Y11; \
+	VADDPS       Y11, y, y
+
+// TRANSPOSE_STORE writes the transpose of rows Y0..Y7 to DI with row stride BX bytes.
+#define TRANSPOSE_STORE \
+	VUNPCKLPS  Y1, Y0, Y8;        \
+	VUNPCKHPS  Y1, Y0, Y9;        \
+	VUNPCKLPS  Y3, Y2, Y10;       \
+	VUNPCKHPS  Y3, Y2, Y11;       \
+	VUNPCKLPS  Y5, Y4, Y12;       \
+	VUNPCKHPS  Y5, Y4, Y13;       \
+	VUNPCKLPS  Y7, Y6, Y14;       \
+	VUNPCKHPS  Y7, Y6, Y15;       \
+	VSHUFPS    $0x44, Y10, Y8, Y0; \
+	VSHUFPS    $0xEE, Y10, Y8, Y1; \
+	VSHUFPS    $0x44, Y11, Y9, Y2; \
+	VSHUFPS    $0xEE, Y11, Y9, Y3; \
+	VSHUFPS    $0x44, Y14, Y12, Y4; \
+	VSHUFPS    $0xEE, Y14, Y12, Y5; \
+	VSHUFPS    $0x44, Y15, Y13, Y6; \
+	VSHUFPS    $0xEE, Y15, Y13, Y7; \
+	VPERM2F128 $0x20, Y4, Y0, Y8; \
+	VPERM2F128 $0x20, Y5, Y1, Y9; \
+	VPERM2F128 $0x20, Y6, Y2, Y10; \
+	VPERM2F128 $0x20, Y7, Y3, Y11; \
+	VPERM2F128 $0x31, Y4, Y0, Y12; \
+	VPERM2F128 $0x31, Y5, Y1, Y13; \
+	VPERM2F128 $0x31, Y6, Y2, Y14; \
+	VPERM2F128 $0x31, Y7, Y3, Y15; \
+	VMOVUPS    Y8, (DI);          \
+	VMOVUPS    Y9, (DI)(BX*1);    \
+	LEAQ       (DI)(BX*2), DI;    \
+	VMOVUPS    Y10, (DI);         \
+	VMOVUPS    Y11, (DI)(BX*1);   \
+	LEAQ       (DI)(BX*2), DI;    \
+	VMOVUPS    Y12, (DI);         \
+	VMOVUPS    Y13, (DI)(BX*1);   \
+	LEAQ       (DI)(BX*2), DI;    \
+	VMOVUPS    Y14, (DI);         \
+	VMOVUPS    Y15, (DI)(BX*1)
+
+// func decodeT4AVX2(words *uint32, wstride int, sc, bi *float32, dst *float32, ldd int)
+//
+// Row i (i < 8) holds one word at words[i·wstride]: its eight 4-bit codes are
+// dequantized with sc[i], bi[i] and written down column i of dst:
+// dst[q·ldd + i] = sc[i]·code_q + bi[i].
+TEXT ·decodeT4AVX2(SB), NOSPLIT, $0-48
+	MOVQ words+0(FP), SI
+	MOVQ wstride+8(FP), AX
+	SHLQ $2, AX
+	MOVQ sc+16(FP), R8
+	MOVQ bi+24(FP), R9
+	MOVQ dst+32(FP), DI
+	MOVQ ldd+40(FP), BX
+	SHLQ $2, BX
+	VMOVDQU      shifts4<>(SB), Y8
+	VPBROADCASTD mask4<>(SB), Y9
+
+	VPBROADCASTD (SI), Y0
+	VPBROADCASTD (SI)(AX*1), Y1
+	LEAQ         (SI)(AX*2), SI
+	VPBROADCASTD (SI), Y2
+	VPBROADCASTD (SI)(AX*1), Y3
+	LEAQ         (SI)(AX*2), SI
+	VPBROADCASTD (SI), Y4
+	VPBROADCASTD (SI)(AX*1), Y5
+	LEAQ         (SI)(AX*2), SI
+	VPBROADCASTD (SI), Y6
+	VPBROADCASTD (SI)(AX*1), Y7
+	VPSRLVD      Y8, Y0, Y0
+	VPSRLVD      Y8, Y1, Y1
+	VPSRLVD      Y8, Y2, Y2
+	VPSRLVD      Y8, Y3, Y3
+	VPSRLVD      Y8, Y4, Y4
+	VPSRLVD      Y8, Y5, Y5
+	VPSRLVD      Y8, Y6, Y6
+	VPSRLVD      Y8, Y7, Y7
+	VPAND        Y9, Y0, Y0
+	VPAND        Y9, Y1, Y1
+	VPAND        Y9, Y2, Y2
+	VPAND        Y9, Y3, Y3
+	VPAND        Y9, Y4, Y4
+	VPAND        Y9, Y5, Y5
+	VPAND        Y9, Y6, Y6
+	VPAND        Y9, Y7, Y7
+	DEQ(0, Y0)
+	DEQ(1, Y1)
+	DEQ(2, Y2)
+	DEQ(3, Y3)
+	DEQ(4, Y4)
+	DEQ(5, Y5)
+	DEQ(6, Y6)
+	DEQ(7, Y7)
+	TRANSPOSE_STORE
+	VZEROUPPER
+	RET
+
+// func decodeT8AVX2(words *uint32, wstride int, sc, bi *float32, dst *float32, ldd int)
+//
+// decodeT4AVX2 for 8-bit codes: row i's eight codes are the eight bytes at
+// words[i·wstride] (two words).
+TEXT ·decodeT8AVX2(SB), NOSPLIT, $0-48
+	MOVQ words+0(FP), SI
+	MOVQ wstride+8(FP), AX
+	SHLQ $2, AX
+	MOVQ sc+16(FP), R8
+	MOVQ bi+24(FP), R9
+	MOVQ dst+32(FP), DI
+	MOVQ ldd+40(FP), BX
+	SHLQ $2, BX
+
+	VPMOVZXBD (SI), Y0
+	VPMOVZXBD (SI)(AX*1), Y1
+	LEAQ      (SI)(AX*2), SI
+	VPMOVZXBD (SI), Y2
+	VPMOVZXBD (SI)(AX*1), Y3
+	LEAQ      (SI)(AX*2), SI
+	VPMOVZXBD (SI), Y4
+	VPMOVZXBD (SI)(AX*1), Y5
+	LEAQ      (SI)(AX*2), SI
+	VPMOVZXBD (SI), Y6
+	VPMOVZXBD (SI)(AX*1), Y7
+	DEQ(0, Y0)
+	DEQ(1, Y1)
+	DEQ(2, Y2)
+	DEQ(3, Y3)
+	DEQ(4, Y4)
+	DEQ(5, Y5)
+	DEQ(6, Y6)
+	DEQ(7, Y7)
+	TRANSPOSE_STORE
+	VZEROUPPER
+	RET
+
+// func decodeN4AVX2(words *uint32, sc, bi float32, dst *float32, stride, n int)
+//
+// n panel rows of 16 consecutive 4-bit codes (two words each, consecutive in words) of
+// one group: dst[i·stride + j] = sc·code_{16i+j} + bi, a multiply then an add.
+TEXT ·decodeN4AVX2(SB), NOSPLIT, $0-40
+	MOVQ         words+0(FP), SI
+	VBROADCASTSS sc+8(FP), Y10
+	VBROADCASTSS bi+12(FP), Y11
+	MOVQ         dst+16(FP), DI
+	MOVQ         stride+24(FP), BX
+	SHLQ         $2, BX
+	MOVQ         n+32(FP), CX
+	VMOVDQU      shifts4<>(SB), Y8
+	VPBROADCASTD mask4<>(SB), Y9
+
+n4loop:
+	VPBROADCASTD (SI), Y0
+	VPBROADCASTD 4(SI), Y1
+	VPSRLVD      Y8, Y0, Y0
+	VPSRLVD      Y8, Y1, Y1
+	VPAND        Y9, Y0, Y0
+	VPAND        Y9, Y1, Y1
+	VCVTDQ2PS    Y0, Y0
+	VCVTDQ2PS    Y1, Y1
+	VMULPS       Y10, Y0, Y0
+	VMULPS       Y10, Y1, Y1
+	VADDPS       Y11, Y0, Y0
+	VADDPS       Y11, Y1, Y1
+	VMOVUPS      Y0, (DI)
+	VMOVUPS      Y1, 32(DI)
+	ADDQ         $8, SI
+	ADDQ         BX, DI
+	DECQ         CX
+	JNZ          n4loop
+	VZEROUPPER
+	RET
+
+// func decodeN8AVX2(words *uint32, sc, bi float32, dst *float32, stride, n int)
+//
+// decodeN4AVX2 for 8-bit codes: a panel row's 16 codes are 16 consecutive bytes.
+TEXT ·decodeN8AVX2(SB), NOSPLIT, $0-40
+	MOVQ         words+0(FP), SI
+	VBROADCASTSS sc+8(FP), Y10
+	VBROADCASTSS bi+12(FP), Y11
+	MOVQ         dst+16(FP), DI
+	MOVQ         stride+24(FP), BX
+	SHLQ         $2, BX
+	MOVQ         n+32(FP), CX
+
+n8loop:
+	VPMOVZXBD (SI), Y0
+	VPMOVZXBD 8(SI), Y1
+	VCVTDQ2PS Y0, Y0
+	VCVTDQ2PS Y1, Y1
+	VMULPS    Y10, Y0, Y0
+	VMULPS    Y10, Y1, Y1
+	VADDPS    Y11, Y0, Y0
+	VADDPS    Y11, Y1, Y1
+	VMOVUPS   Y0, (DI)
+	VMOVUPS   Y1, 32(DI)
+	ADDQ      $16, SI
+	ADDQ      BX, DI
+	DECQ      CX
+	JNZ       n8loop
+	VZEROUPPER
+	RET

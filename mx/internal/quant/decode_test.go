@@ -1,0 +1,103 @@
+package quant
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+// TestPackT8x8MatchesRows: the blocked 4- and 8-bit packT writes exactly the panels of
+// the per-row path, bit for bit, including rows past the last block of eight.
+func TestPackT8x8MatchesRows(t *testing.T) {
+	rng := rand.New(rand.NewPCG(41, 42))
+	const rows, cols = 45, 256
+	for _, bits := range []int{4, 8} {
+		for _, gs := range allGroups {
+			p := Params{Bits: bits, GroupSize: gs}
+			packed, scales, biases, _, _ := randQ(t, rng, 1, rows, cols, p)
+			w := newQmat(packed, scales, biases, rows, cols, p)
+			for _, c := range []struct{ pc, kb, j0, nt int }{{0, 256, 0, 45}, {64, 128, 16, 13}, {192, 64, 3, 21}, {0, 32, 40, 5}} {
+				name := fmt.Sprintf("%v %v", p, c)
+				got := nans(roundUp(c.nt, pw) * c.kb)
+				want := nans(roundUp(c.nt, pw) * c.kb)
+				w.packT8x8(got, c.pc, c.kb, c.j0, c.nt)
+				w.packTRows(want, c.pc, c.kb, c.j0, c.nt)
+				if !slices.Equal(bitsOf(got), bitsOf(want)) {
+					t.Fatalf("%s: blocked panels differ from the per-row path", name)
+				}
+			}
+		}
+	}
+}
+
+// TestDecodeT8x8: the assembly decoder (where built) equals the portable one.
+func TestDecodeT8x8(t *testing.T) {
+	rng := rand.New(rand.NewPCG(43, 44))
+	const wstride, ldd = 5, 11
+	words := make([]uint32, 8*wstride)
+	for i := range words {
+		words[i] = rng.Uint32()
+	}
+	var sc, bi [8]float32
+	for i := range sc {
+		sc[i], bi[i] = float32(rng.NormFloat64()), float32(rng.NormFloat64())
+	}
+	for _, bits := range []int{4, 8} {
+		got, want := nans(7*ldd+8), nans(7*ldd+8)
+		decodeT8x8(bits, words, wstride, &sc, &bi, got, ldd)
+		decodeT8x8Go(bits, words, wstride, &sc, &bi, want, ldd)
+		if !slices.Equal(bitsOf(got), bitsOf(want)) {
+			t.Fatalf("%d bits: %v, want %v", bits, got, want)
+		}
+	}
+}
+
+func bitsOf(v []float32) []uint32 {
+	out := make([]uint32, len(v))
+	for i, x := range v {
+		out[i] = math32bits(x)
+	}
+	return out
+}
+
+func math32bits(x float32) uint32 { return math.Float32bits(x) }
+
+// TestPackN16MatchesSlow: the 4/8-bit row decoder writes the element path's panels bit for
+// bit, for groups of 32/64/128, partial last panels and any k-block.
+func TestPackN16MatchesSlow(t *testing.T) {
+	rng := rand.New(rand.NewPCG(45, 46))
+	const rows, cols = 20, 256
+	for _, bits := range []int{4, 8} {
+		for _, gs := range allGroups {
+			p := Params{Bits: bits, GroupSize: gs}
+			packed, scales, biases, _, _ := randQ(t, rng, 1, rows, cols, p)
+			w := newQmat(packed, scales, biases, rows, cols, p)
+			for _, c := range []struct{ pc, kb, j0, nt int }{{0, 20, 0, 256}, {3, 9, 32, 40}, {0, 5, 240, 16}, {7, 13, 128, 101}} {
+				got := nans(roundUp(c.nt, pw) * c.kb)
+				want := nans(roundUp(c.nt, pw) * c.kb)
+				w.packN16(got, c.pc, c.kb, c.j0, c.nt)
+				for jr := 0; jr < c.nt; jr += pw {
+					w.packNSlow(want[jr*c.kb:(jr+pw)*c.kb], c.pc, c.kb, c.j0+jr, min(pw, c.nt-jr))
+				}
+				if !slices.Equal(bitsOf(got), bitsOf(want)) {
+					t.Fatalf("%v %v: row decoder differs from the element path", p, c)
+				}
+			}
+		}
+	}
+	// The assembly (where built) against the portable decoder.
+	words := make([]uint32, 64)
+	for i := range words {
+		words[i] = rng.Uint32()
+	}
+	for _, bits := range []int{4, 8} {
+		got, want := nans(3*40+16), nans(3*40+16)
+		decodeN16(bits, words, 0.37, -1.25, got, 40, 4)
+		decodeN16Go(bits, words, 0.37, -1.25, want, 40, 4)
+		if !slices.Equal(bitsOf(got), bitsOf(want)) {
+			t.Fatalf("%d bits: decodeN16 differs from decodeN16Go", bits)
+		}
+	}
+}
