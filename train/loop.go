@@ -480,6 +480,47 @@ func (r *run) step(ctx context.Context, step int) (loss float64, tokens int64, e
 
 // microBatch is this rank's share of one micro-batch: the examples, their noise and
 // their index in the global micro-batch.
+// exampleGrad is the loss share of example i of micro-batch m (its terms over the global
+// counts) and its gradient with respect to every trainable array. LoRA dropout is on only
+// inside the gradient pass (validation runs without it), with masks keyed by (seed, step,
+// micro-batch, example) so a resumed run, and a run split over any number of ranks,
+// replays them.
+func (r *run) exampleGrad(params map[string]*mx.Array, names []string, step, m int, mb microBatch, i int, count, encCount float64) (float64, optim.Params, error) {
+	e := r.s.Engine
+	args := make([]*mx.Array, len(names))
+	for j, n := range names {
+		args[j] = params[n]
+	}
+	adapter, dropout := r.params.(*lora.Adapter)
+	dropout = dropout && r.cfg.LoRAParameters.Dropout > 0
+	if dropout {
+		adapter.SetTraining(mx.Key(e, DeriveSeed(r.cfg.Seed, seedDropout, uint64(step), uint64(m), uint64(mb.index[i]))))
+	}
+	vg := mx.ValueAndGrad(func(a []*mx.Array) []*mx.Array {
+		traced := make(map[string]*mx.Array, len(names))
+		for j, n := range names {
+			traced[n] = a[j]
+		}
+		if err := r.params.SetParams(traced); err != nil {
+			panic(err)
+		}
+		t := r.s.Objective.ExampleTerms(r.s.Model, mb.examples[i], mb.corr[i])
+		return []*mx.Array{objective.ShareLoss([]objective.Terms{t}, count, encCount)}
+	})
+	vals, grads := vg(args)
+	if dropout {
+		adapter.SetTraining(nil)
+	}
+	if err := r.params.SetParams(params); err != nil {
+		return 0, nil, err
+	}
+	g := optim.Params{}
+	for j, n := range names {
+		g[n] = grads[j]
+	}
+	return vals[0].Item(), g, nil
+}
+
 type microBatch struct {
 	index    []int
 	examples []objective.Example
@@ -538,47 +579,27 @@ func (r *run) stepArrays(ctx context.Context, step int) (float64, int64, error) 
 			}
 			continue
 		}
-		args := make([]*mx.Array, len(names))
-		for i, n := range names {
-			args[i] = params[n]
-		}
-		// LoRA dropout is on only inside the gradient pass (validation runs without it),
-		// with masks keyed by (seed, step, micro-batch, example) so a resumed run, and a
-		// run split over any number of ranks, replays them.
-		adapter, dropout := r.params.(*lora.Adapter)
-		dropout = dropout && r.cfg.LoRAParameters.Dropout > 0
-		vg := mx.ValueAndGrad(func(a []*mx.Array) []*mx.Array {
-			traced := make(map[string]*mx.Array, len(names))
-			for i, n := range names {
-				traced[n] = a[i]
+		// One gradient pass per example, summed in example order: a micro-batch split over
+		// ranks then sums the same per-example gradients (all_sum of two ranks' is the same
+		// float32 addition), so two ranks reproduce one process to the bit.
+		var sum optim.Params
+		for i := range mb.examples {
+			loss, g, err := r.exampleGrad(params, names, step, m, mb, i, counts[2*m], counts[2*m+1])
+			if err != nil {
+				return 0, 0, err
 			}
-			if err := r.params.SetParams(traced); err != nil {
-				panic(err)
-			}
-			terms := make([]objective.Terms, len(mb.examples))
-			for i := range mb.examples {
-				if dropout {
-					adapter.SetTraining(mx.Key(e, DeriveSeed(r.cfg.Seed, seedDropout, uint64(step), uint64(m), uint64(mb.index[i]))))
+			if sum == nil {
+				sum = g
+			} else {
+				for n, a := range g {
+					sum[n] = mx.Add(sum[n], a)
 				}
-				terms[i] = r.s.Objective.ExampleTerms(r.s.Model, mb.examples[i], mb.corr[i])
 			}
-			return []*mx.Array{objective.ShareLoss(terms, counts[2*m], counts[2*m+1])}
-		})
-		vals, grads := vg(args)
-		if dropout {
-			adapter.SetTraining(nil)
+			lossSum += loss
 		}
-		if err := r.params.SetParams(params); err != nil {
+		if err := acc.Add(sum); err != nil {
 			return 0, 0, err
 		}
-		g := optim.Params{}
-		for i, n := range names {
-			g[n] = grads[i]
-		}
-		if err := acc.Add(g); err != nil {
-			return 0, 0, err
-		}
-		lossSum += vals[0].Item()
 	}
 	grads, err := acc.Average()
 	if err != nil {

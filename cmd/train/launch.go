@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -69,6 +70,11 @@ func launchRanks(cmd *cobra.Command, n int) error {
 
 // writeHostfile picks n ports that are free on 127.0.0.1 and writes MLX's ring
 // hostfile for them.
+//
+// The ports come from below the system's ephemeral range: a port the kernel hands out for
+// "127.0.0.1:0" can be handed out again, between this check and the rank's bind, as the
+// source port of some other outgoing connection (MLX's own ring sockets of another run
+// among them), and the rank then fails with EADDRINUSE.
 func writeHostfile(n int) (string, error) {
 	var hosts [][]string
 	var ls []net.Listener
@@ -78,7 +84,7 @@ func writeHostfile(n int) (string, error) {
 		}
 	}()
 	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+		l, err := listenBelowEphemeral()
 		if err != nil {
 			return "", fmt.Errorf("--launch: find a free port: %w", err)
 		}
@@ -241,4 +247,25 @@ func (p *prefixer) flush() {
 			buf.Reset()
 		}
 	}
+}
+
+// listenBelowEphemeral listens on a free 127.0.0.1 port between 20000 and the start of the
+// ephemeral range (Linux's ip_local_port_range; 32768 elsewhere, below macOS's 49152),
+// falling back to any free port.
+func listenBelowEphemeral() (net.Listener, error) {
+	low := 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if v, err := strconv.Atoi(f[0]); err == nil && v > 20100 {
+				low = v
+			}
+		}
+	}
+	for range 50 {
+		port := 20000 + rand.IntN(low-20000)
+		if l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port)); err == nil {
+			return l, nil
+		}
+	}
+	return net.Listen("tcp", "127.0.0.1:0")
 }
