@@ -373,12 +373,6 @@ func (c *actCounter) total() int64 {
 	return t
 }
 
-func (c *actCounter) add(o *actCounter) {
-	for g, b := range o.by {
-		c.by[g] += b
-	}
-}
-
 // passGeom is what one layer pass needs to know about the model and the adapters.
 type passGeom struct {
 	t    *TextConfig
