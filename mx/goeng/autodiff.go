@@ -169,7 +169,7 @@ func backward(ys, seeds []*tensor, leaves []*tensor, minDepth int) map[*tensor]*
 				panic(fmt.Sprintf("goeng: vjp of %s gave cotangent %v for input %v", t.node.op, gk.shape, in.shape))
 			}
 			if prev := cot[in]; prev != nil {
-				cot[in] = binaryKernel(mx.OpAdd, prev, gk)
+				cot[in] = kadd(prev, gk)
 				mark("backward:accumulate", nil)
 			} else {
 				cot[in] = gk
