@@ -125,3 +125,31 @@ func TestLogSumExpRowGradMatchesComposition(t *testing.T) {
 		t.Error("fused path taken for a middle axis")
 	}
 }
+
+// TestCountingArgsortIsStable wants the counting argsort of integer rows to give what
+// the stable comparison sort gives, ties in order of position, and to decline a range
+// too wide for counting.
+func TestCountingArgsortIsStable(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, c := range []struct{ n, span, offset int }{{1, 1, 0}, {37, 4, -2}, {1024, 32, 0}, {2048, 128, 1000}, {300, 1200, -50}} {
+		row := make([]int64, c.n)
+		for i := range row {
+			row[i] = int64(rng.IntN(c.span) + c.offset)
+		}
+		want := make([]int32, c.n)
+		for i := range want {
+			want[i] = int32(i)
+		}
+		slices.SortStableFunc(want, func(a, b int32) int { return int(row[a] - row[b]) })
+		got := make([]int32, c.n)
+		if !countingArgsort(row, got) {
+			t.Fatalf("n %d span %d: declined", c.n, c.span)
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("n %d span %d: %v, want %v", c.n, c.span, got[:min(c.n, 12)], want[:min(c.n, 12)])
+		}
+	}
+	if countingArgsort([]int64{0, 1 << 40}, make([]int32, 2)) {
+		t.Error("a range of 2^40 counted")
+	}
+}
