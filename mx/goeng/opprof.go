@@ -89,16 +89,6 @@ func (p *OpProfile) Stop() {
 	p.mu.Unlock()
 }
 
-// Reset forgets what was charged so far (after a warm-up step, say).
-func (p *OpProfile) Reset() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.stats = map[string]*opStat{}
-	p.pending = opStat{}
-	p.start = time.Now()
-	p.last = p.start
-}
-
 func (p *OpProfile) region(workers int, wall time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
