@@ -2,6 +2,7 @@ package diffusiongemma_test
 
 import (
 	"errors"
+	"math"
 	"math/rand/v2"
 	"runtime"
 	"strings"
@@ -341,14 +342,23 @@ func measureStep(t *testing.T, presetName, bits string, n, l int) (afterForward,
 	// The peak sampled at collections can include garbage a concurrent mark did not yet
 	// see (seen once as +1 MB on the tiny preset of a loaded machine): take the smaller of
 	// two identical steps' peaks.
-	for k := 1; k <= 2; k++ {
+	// A step counts when at least 5 collections sampled it: on a loaded machine the
+	// finalizer that samples can run late while the engine's goroutines hold every core,
+	// and a short step then sees too few; such a step is repeated (at most 8 steps).
+	good, fewest := 0, math.MaxInt
+	for k := 1; good < 2 && k <= 8; k++ {
 		p, samples := peakLiveHeap(func() { step(k) })
+		fewest = min(fewest, samples)
 		if samples < 5 {
-			t.Fatalf("only %d collections sampled the heap", samples)
+			continue
 		}
-		if v := int64(p) - baseLive; k == 1 || v < peak {
+		if v := int64(p) - baseLive; good == 0 || v < peak {
 			peak = v
 		}
+		good++
+	}
+	if good < 2 {
+		t.Fatalf("only %d of 8 steps sampled by 5 collections or more (fewest %d)", good, fewest)
 	}
 	est, err = dg.EstimateOptions{
 		Rank: 8, NumLayers: -1, PromptLen: n, CanvasLen: l, DType: mx.Float32, Retention: dg.RetainGraph,

@@ -23,11 +23,11 @@ func liveHeapMetric() uint64 {
 	return s[0].Value.Uint64()
 }
 
-// peakLiveHeap runs fn with the collector running after every 1% of heap growth and
+// peakLiveHeap runs fn with the collector running after every 2% of heap growth and
 // returns the largest live heap any collection during fn found. A finalizer re-armed at
 // every cycle reads the collector's live-heap figure.
 func peakLiveHeap(fn func()) (peak uint64, samples int) {
-	defer debug.SetGCPercent(debug.SetGCPercent(1))
+	defer debug.SetGCPercent(debug.SetGCPercent(2))
 	var max atomic.Uint64
 	var n atomic.Int64
 	var done atomic.Bool
