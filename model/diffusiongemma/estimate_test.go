@@ -2,6 +2,7 @@ package diffusiongemma_test
 
 import (
 	"errors"
+	"math"
 	"math/rand/v2"
 	"runtime"
 	"strings"
@@ -283,10 +284,10 @@ func TestEstimateTracksEngine(t *testing.T) {
 }
 
 // measureStep builds the preset with random weights, attaches the default adapter with
-// rank 8, and runs up to four AdamW steps on one random example of n prompt and l canvas
-// tokens. It returns the live heap at the end of the second forward and the lower peak live
-// heap of two later steps whose collections sampled them at least four times (both above
-// what was live before the model was built), and the estimate.
+// rank 8, and runs AdamW steps on one random example of n prompt and l canvas tokens (up to
+// nine). It returns the live heap at the end of the second forward and the lower peak live
+// heap of (up to) two later steps that at least five collections sampled (both above what
+// was live before the model was built), and the estimate.
 func measureStep(t *testing.T, presetName, bits string, n, l int) (afterForward, peak int64, est dg.MemoryEstimate) {
 	e := mxtest.Go(t)
 	cfg := preset(t, presetName)
@@ -340,21 +341,24 @@ func measureStep(t *testing.T, presetName, bits string, n, l int) (afterForward,
 	step(0)
 	// The peak sampled at collections can include garbage a concurrent mark did not yet
 	// see (seen once as +1 MB on the tiny preset of a loaded machine): take the smaller of
-	// two identical steps' peaks.
-	// A step whose collections were too few to catch its peak does not count.
-	measured := 0
-	for k := 1; k <= 3 && measured < 2; k++ {
+	// two identical steps' peaks (one, if only one was sampled well enough).
+	// A step counts when at least 5 collections sampled it: on a loaded machine the
+	// finalizer that samples can run late while the engine's goroutines hold every core,
+	// and a short step then sees too few; such a step is repeated (at most 8 steps).
+	good, fewest := 0, math.MaxInt
+	for k := 1; good < 2 && k <= 8; k++ {
 		p, samples := peakLiveHeap(func() { step(k) })
-		if samples < 4 {
+		fewest = min(fewest, samples)
+		if samples < 5 {
 			continue
 		}
-		if v := int64(p) - baseLive; measured == 0 || v < peak {
+		if v := int64(p) - baseLive; good == 0 || v < peak {
 			peak = v
 		}
-		measured++
+		good++
 	}
-	if measured == 0 {
-		t.Fatal("no step had four collections sample its heap")
+	if good == 0 {
+		t.Fatalf("none of 8 steps sampled by 5 collections or more (fewest %d)", fewest)
 	}
 	est, err = dg.EstimateOptions{
 		Rank: 8, NumLayers: -1, PromptLen: n, CanvasLen: l, DType: mx.Float32, Retention: dg.RetainGraph,

@@ -48,11 +48,11 @@ type trainStep struct {
 	obj objective.Objective
 }
 
-func newTrainStep(b *testing.B, preset, bits string, promptLen, canvasLen int) *trainStep {
+func newTrainStep(b testing.TB, preset, bits string, promptLen, canvasLen int) *trainStep {
 	return newTrainStepE(b, mxtest.Go(b), preset, bits, promptLen, canvasLen)
 }
 
-func newTrainStepE(b *testing.B, e mx.Engine, preset, bits string, promptLen, canvasLen int) *trainStep {
+func newTrainStepE(b testing.TB, e mx.Engine, preset, bits string, promptLen, canvasLen int) *trainStep {
 	cfg, err := dg.Preset(preset)
 	if err != nil {
 		b.Fatal(err)
@@ -65,6 +65,12 @@ func newTrainStepE(b *testing.B, e mx.Engine, preset, bits string, promptLen, ca
 	if err != nil {
 		b.Fatal(err)
 	}
+	return newTrainStepM(b, e, m, promptLen, canvasLen)
+}
+
+// newTrainStepM is newTrainStepE on a model already built (a checkpoint loaded from disk).
+func newTrainStepM(b testing.TB, e mx.Engine, m *dg.Model, promptLen, canvasLen int) *trainStep {
+	cfg := m.Config
 	a, err := lora.Attach(m, lora.DefaultConfig(), 1)
 	if err != nil {
 		b.Fatal(err)
@@ -85,7 +91,7 @@ func newTrainStepE(b *testing.B, e mx.Engine, preset, bits string, promptLen, ca
 		obj: objective.Reference(0.4, 0.8)}
 }
 
-func (s *trainStep) run(b *testing.B, i int) {
+func (s *trainStep) run(b testing.TB, i int) {
 	vocab := s.m.Config.TextConfig.VocabSize
 	c := s.obj.Draw(mx.Key(s.e, uint64(i)), s.ex.Target, vocab)
 	params := optim.Params(s.a.Params())

@@ -26,6 +26,7 @@ type node struct {
 // record attaches a node to out when any input is traced. vjp is only called during
 // the backward pass.
 func record(out *tensor, op string, inputs []*tensor, vjp func(g *tensor) []*tensor) mx.Handle {
+	mark(op, out.shape)
 	traced, depth := false, 0
 	for _, in := range inputs {
 		if in != nil && in.node != nil {
@@ -156,7 +157,9 @@ func backward(ys, seeds []*tensor, leaves []*tensor, minDepth int) map[*tensor]*
 		if t.node.vjp == nil {
 			panic(fmt.Sprintf("goeng: no vjp for op %s", t.node.op))
 		}
+		enterVJP()
 		gs := t.node.vjp(g)
+		leaveVJP(t.node.op, t.shape)
 		for k, in := range t.node.inputs {
 			if !inside(in) || k >= len(gs) || gs[k] == nil {
 				continue
@@ -166,7 +169,8 @@ func backward(ys, seeds []*tensor, leaves []*tensor, minDepth int) map[*tensor]*
 				panic(fmt.Sprintf("goeng: vjp of %s gave cotangent %v for input %v", t.node.op, gk.shape, in.shape))
 			}
 			if prev := cot[in]; prev != nil {
-				cot[in] = binaryKernel(mx.OpAdd, prev, gk)
+				cot[in] = kadd(prev, gk)
+				mark("backward:accumulate", nil)
 			} else {
 				cot[in] = gk
 			}

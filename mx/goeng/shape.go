@@ -155,8 +155,16 @@ func sliceUpdateKernel(x, upd *tensor, start, stop, step []int) *tensor {
 	if upd.dt != x.dt {
 		upd = castTensor(upd, x.dt)
 	}
-	out := newTensor(x.shape, x.dt, cloneData(x.raw()))
-	st := strides(x.shape)
+	out := newTensor(x.shape, x.dt, makeData(x.dt, x.size()))
+	copyInto(out.data, x.raw(), x.shape, strides(x.shape), 0, false) // in parallel, unlike a clone
+	scatterSlice(out, upd, start, stop, step)
+	return out
+}
+
+// scatterSlice writes upd (of out's dtype) into the region start:stop:step of out, which
+// the caller owns.
+func scatterSlice(out, upd *tensor, start, stop, step []int) {
+	st := strides(out.shape)
 	off := 0
 	sst := make([]int, len(st))
 	for i := range st {
@@ -164,7 +172,6 @@ func sliceUpdateKernel(x, upd *tensor, start, stop, step []int) *tensor {
 		sst[i] = st[i] * step[i]
 	}
 	copyInto(upd.raw(), out.data, sliceShape(start, stop, step), sst, off, true)
-	return out
 }
 
 func concatKernel(xs []*tensor, axis int) *tensor {

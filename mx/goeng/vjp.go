@@ -41,6 +41,26 @@ func kmul(a, b *tensor) *tensor {
 	})
 	return fromF32(a.shape, mx.Float32, out)
 }
+
+// kadd is a+b, with kmul's direct loop for two float32 tensors of one shape (the sums
+// of cotangents in the backward walk); the same float32 sum as the broadcasting kernel.
+func kadd(a, b *tensor) *tensor {
+	av, aok := a.raw().([]float32)
+	bv, bok := b.raw().([]float32)
+	if !aok || !bok || a.dt != mx.Float32 || b.dt != mx.Float32 || !slices.Equal(a.shape, b.shape) {
+		return binaryKernel(mx.OpAdd, a, b)
+	}
+	out := make([]float32, len(av))
+	parallelFor(len(out)/1024+1, 1024, func(lo, hi int) {
+		lo, hi = lo*1024, min(hi*1024, len(out))
+		x, y, o := av[lo:hi], bv[lo:hi], out[lo:hi]
+		for i := range o {
+			o[i] = x[i] + y[i]
+		}
+	})
+	return fromF32(a.shape, mx.Float32, out)
+}
+
 func kdiv(a, b *tensor) *tensor { return binaryKernel(mx.OpDivide, a, b) }
 func kneg(a *tensor) *tensor    { return unaryKernel(mx.OpNegative, a) }
 func kscale(a *tensor, s float32) *tensor {
@@ -244,8 +264,10 @@ func broadcastVJP(x *tensor) func(g *tensor) []*tensor {
 // A slice's adjoint is g written into zeros of the input's shape.
 func sliceVJP(x *tensor, start, stop, step []int) func(g *tensor) []*tensor {
 	return func(g *tensor) []*tensor {
-		zeros := fromF32(x.shape, mx.Float32, make([]float32, x.size()))
-		return []*tensor{sliceUpdateKernel(zeros, castTensor(g, mx.Float32), start, stop, step)}
+		// g scattered into zeros (allocated zero, so no copy of a zero tensor first).
+		out := newTensor(x.shape, mx.Float32, make([]float32, x.size()))
+		scatterSlice(out, castTensor(g, mx.Float32), start, stop, step)
+		return []*tensor{out}
 	}
 }
 
@@ -296,11 +318,47 @@ func reduceVJP(op mx.ReduceOp, x, out *tensor, axes []int) func(g *tensor) []*te
 		return func(g *tensor) []*tensor { return []*tensor{kdiv(kmul(back(g), back(out)), x)} }
 	case mx.ReduceLogSumExp:
 		return func(g *tensor) []*tensor {
+			if d := lseRowGrad(x, out, g, axes); d != nil {
+				return []*tensor{d}
+			}
 			p := unaryKernel(mx.OpExp, ksub(x, reshapeKernel(out, keptShape)))
 			return []*tensor{kmul(p, reshapeKernel(g, keptShape))}
 		}
 	}
 	return nil
+}
+
+// lseRowGrad is logsumexp's VJP exp(x − out)·g in one parallel pass over rows, for
+// float32 operands reduced over the last axis (the loss over the vocabulary): the same
+// float32 subtraction, exponential and product as the composition below it, without
+// its three vocabulary-sized temporaries. It returns nil for any other case.
+func lseRowGrad(x, out, g *tensor, axes []int) *tensor {
+	nd := len(x.shape)
+	if nd == 0 || len(axes) != 1 || (axes[0] != nd-1 && axes[0] != -1) || x.dt != mx.Float32 ||
+		out.dt != mx.Float32 || g.dt != mx.Float32 {
+		return nil
+	}
+	xv, ok := x.raw().([]float32)
+	if !ok {
+		return nil
+	}
+	d := x.shape[nd-1]
+	rows := numel(x.shape[:nd-1])
+	ov, gv := out.f32(), g.f32()
+	if d == 0 || len(ov) != rows || len(gv) != rows {
+		return nil
+	}
+	res := make([]float32, len(xv))
+	parallelFor(rows, 8*d, func(lo, hi int) {
+		for r := lo; r < hi; r++ {
+			o, gr := ov[r], gv[r]
+			src, dst := xv[r*d:(r+1)*d], res[r*d:(r+1)*d]
+			for i, v := range src {
+				dst[i] = float32(math.Exp(float64(v-o))) * gr
+			}
+		}
+	})
+	return fromF32(x.shape, mx.Float32, res)
 }
 
 // d softmax: s ⊙ (g − Σ g⊙s).
@@ -351,16 +409,38 @@ func takeVJP(x, idx *tensor, axis int) func(g *tensor) []*tensor {
 		for j, s := range ids {
 			pos[j] = normIndex(s, d, "take")
 		}
-		// Rows that repeat an index add into one row, so the parallel split is over
-		// column ranges: every element still sums its rows in order of j.
+		// Rows that repeat an index add into one row: every element sums its rows in
+		// order of j. The rows j of each destination row are listed (a stable counting
+		// sort), so the parallel split is over destination rows × column ranges.
+		first := make([]int, d+1)
+		for _, s := range pos {
+			first[s+1]++
+		}
+		for i := range d {
+			first[i+1] += first[i]
+		}
+		from := make([]int, ni)
+		fill := slices.Clone(first[:d])
+		for j, s := range pos {
+			from[fill[s]] = j
+			fill[s]++
+		}
+		var used []int // destination rows that receive anything
+		for i := range d {
+			if first[i+1] > first[i] {
+				used = append(used, i)
+			}
+		}
 		const chunk = 256
 		parts := (post + chunk - 1) / chunk
-		parallelFor(pre*parts, ni*min(chunk, post), func(lo, hi int) {
+		tasks := len(used) * parts
+		parallelFor(pre*tasks, max(1, ni/max(len(used), 1))*min(chunk, post), func(lo, hi int) {
 			for t := lo; t < hi; t++ {
-				p, c0 := t/parts, (t%parts)*chunk
+				p, u := t/tasks, t%tasks
+				src, c0 := used[u/parts], (u%parts)*chunk
 				c1 := min(c0+chunk, post)
-				for j, src := range pos {
-					dst := res[(p*d+src)*post+c0 : (p*d+src)*post+c1]
+				dst := res[(p*d+src)*post+c0 : (p*d+src)*post+c1]
+				for _, j := range from[first[src]:first[src+1]] {
 					row := gv[(p*ni+j)*post+c0 : (p*ni+j)*post+c1]
 					for k := range dst {
 						dst[k] += row[k]
@@ -393,42 +473,58 @@ func rmsNormVJP(x, w *tensor, eps float64) func(g *tensor) []*tensor {
 		}
 		dx := make([]float32, len(xv))
 		rows := len(xv) / max(d, 1)
-		const block = 64
+		inv := make([]float64, rows)
+		// dx row by row, in parallel at any granularity (each row is its own sum).
+		parallelFor(rows, 4*d, func(lo, hi int) {
+			for r := lo; r < hi; r++ {
+				row, grow, drow := xv[r*d:(r+1)*d], gv[r*d:(r+1)*d], dx[r*d:(r+1)*d]
+				ir := float64(rmsInv(row, eps))
+				inv[r] = ir
+				var dot float64
+				for i := range row {
+					gw := float64(grow[i])
+					if wv != nil {
+						gw *= float64(wv[i])
+					}
+					dot += gw * float64(row[i])
+				}
+				c := ir * ir * ir / float64(d) * dot
+				for i := range row {
+					gw := float64(grow[i])
+					if wv != nil {
+						gw *= float64(wv[i])
+					}
+					drow[i] = float32(ir*gw - float64(row[i])*c)
+				}
+			}
+		})
+		// dw in float64 over fixed blocks of 64 rows, added in block order, so its bits
+		// depend on neither the thread count nor the split: tasks are (block, column
+		// range) pairs, each summing its rows in order.
+		const block, colChunk = 64, 128
 		nb := (rows + block - 1) / block
 		var dwBlocks [][]float64
 		if w != nil {
 			dwBlocks = make([][]float64, nb)
-		}
-		parallelFor(nb, block*d, func(lo, hi int) {
-			for b := lo; b < hi; b++ {
-				var dw []float64
-				if w != nil {
-					dw = make([]float64, d)
-					dwBlocks[b] = dw
-				}
-				for r := b * block; r < min((b+1)*block, rows); r++ {
-					row, grow, drow := xv[r*d:(r+1)*d], gv[r*d:(r+1)*d], dx[r*d:(r+1)*d]
-					inv := float64(rmsInv(row, eps))
-					var dot float64
-					for i := range row {
-						gw := float64(grow[i])
-						if wv != nil {
-							gw *= float64(wv[i])
-							dw[i] += float64(grow[i]) * float64(row[i]) * inv
-						}
-						dot += gw * float64(row[i])
-					}
-					c := inv * inv * inv / float64(d) * dot
-					for i := range row {
-						gw := float64(grow[i])
-						if wv != nil {
-							gw *= float64(wv[i])
-						}
-						drow[i] = float32(inv*gw - float64(row[i])*c)
-					}
-				}
+			for b := range dwBlocks {
+				dwBlocks[b] = make([]float64, d)
 			}
-		})
+			nc := (d + colChunk - 1) / colChunk
+			parallelFor(nb*nc, block*min(d, colChunk), func(lo, hi int) {
+				for task := lo; task < hi; task++ {
+					b, c0 := task/nc, task%nc*colChunk
+					c1 := min(c0+colChunk, d)
+					dw := dwBlocks[b][c0:c1]
+					for r := b * block; r < min((b+1)*block, rows); r++ {
+						row, grow := xv[r*d+c0:r*d+c1], gv[r*d+c0:r*d+c1]
+						ir := inv[r]
+						for i := range dw {
+							dw[i] += float64(grow[i]) * float64(row[i]) * ir
+						}
+					}
+				}
+			})
+		}
 		res := []*tensor{fromF32(x.shape, mx.Float32, dx), nil}
 		if w != nil {
 			dwf := make([]float32, d)

@@ -2,8 +2,9 @@ package quant
 
 import (
 	"runtime"
-	"sync"
 	"sync/atomic"
+
+	"github.com/dgtune/dgtune/mx/internal/par"
 )
 
 // minParallelWork is the work (≈ multiply-adds) below which starting
@@ -21,24 +22,20 @@ func forEach(n, work int, mk func() func(lo, hi int)) {
 	}
 	procs := min(runtime.GOMAXPROCS(0), n, max(1, work/minParallelWork))
 	if procs <= 1 || work < minParallelWork {
-		mk()(0, n)
+		par.Run(1, func() { mk()(0, n) })
 		return
 	}
 	chunks := min(n, 4*procs)
 	size := (n + chunks - 1) / chunks
 	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range procs {
-		wg.Go(func() {
-			body := mk()
-			for {
-				lo := int(next.Add(int64(size))) - size
-				if lo >= n {
-					return
-				}
-				body(lo, min(lo+size, n))
+	par.Run(procs, func() {
+		body := mk()
+		for {
+			lo := int(next.Add(int64(size))) - size
+			if lo >= n {
+				return
 			}
-		})
-	}
-	wg.Wait()
+			body(lo, min(lo+size, n))
+		}
+	})
 }

@@ -5,6 +5,8 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+
+	"github.com/dgtune/dgtune/mx/internal/par"
 )
 
 // Trans says whether an operand is stored as the transpose of its logical shape.
@@ -35,8 +37,9 @@ const (
 	smallM = 16
 
 	// minParallel is the number of multiply-adds below which starting goroutines
-	// costs more than it saves (2^18 MACs take ~15 µs on one AVX2 core).
-	minParallel = 1 << 18
+	// costs more than it saves (2^16 MACs take ~4 µs on one AVX2 core; starting and
+	// joining a goroutine one or two).
+	minParallel = 1 << 16
 )
 
 // kernels is a micro-kernel set: tile6x16 always; row, when set, takes products with few
@@ -226,13 +229,17 @@ func newPlan(p *problem, ks kernels) plan {
 // cut splits the tiles further until there are at least want of them, as long as tiles
 // stay big enough to amortise their packing. A product with a single block of rows keeps
 // it whole and cuts only its columns, down to one panel width: its packed A is then
-// shared by every tile (see shareA) instead of being packed again by each.
+// shared by every tile (see shareA) instead of being packed again by each. One that is a
+// single panel wide (a LoRA down-projection, x·A with rank 8 columns) can only be cut
+// by rows, and is.
 func (pl *plan) cut(want int) {
 	if pl.tilesM == 1 {
 		for pl.tilesN < want && pl.tn >= 2*pl.unitN {
 			pl.tn, pl.tilesN = split(pl.n, roundUp(pl.tn/2, pl.unitN), pl.unitN)
 		}
-		return
+		if pl.tilesN > 1 || pl.rows {
+			return
+		}
 	}
 	for pl.tilesM*pl.tilesN < want {
 		if pl.tn >= 4*pl.unitN && pl.tn >= pl.tm {
@@ -286,12 +293,7 @@ func shareA(plans []plan, workers int) {
 			packA((*pl.packedA)[pl.aBlockOffset(pc):], pl.a, pl.lda, pl.ta, 0, pl.m, pc, kb)
 		}
 	}
-	var wg sync.WaitGroup
-	for range min(workers, len(jobs)) - 1 {
-		wg.Go(work)
-	}
-	work()
-	wg.Wait()
+	par.Run(min(workers, len(jobs)), work)
 }
 
 // runBatch computes checked problems with ks on at most workers goroutines. Each tile of
@@ -368,12 +370,7 @@ func runBatch(ps []*problem, ks kernels, workers int) {
 			w.tile(i0, min(pl.tm, pl.m-i0), j0, min(pl.tn, pl.n-j0))
 		}
 	}
-	var wg sync.WaitGroup
-	for range workers - 1 {
-		wg.Go(work)
-	}
-	work()
-	wg.Wait()
+	par.Run(workers, work)
 }
 
 // split cuts n into the fewest parts of at most limit, evened out and rounded up
