@@ -83,60 +83,7 @@ func TestLoRAGradientFiniteDifference(t *testing.T) {
 				t.Fatalf("adapted tensors %v", names)
 			}
 
-			rng := rand.New(rand.NewPCG(21, 22))
-			p := a.Params()
-			for _, n := range names {
-				if strings.HasSuffix(n, ".lora_b") {
-					p[n] = mx.MulScalar(mxtest.RandN(e, rng, p[n].Shape()...), 0.1)
-				}
-			}
-			if err := a.SetParams(p); err != nil {
-				t.Fatal(err)
-			}
-
-			var routes []string
-			for _, l := range m.Layers {
-				l.RouterProj = &routeRecorder{base: l.RouterProj, k: cfg.TextConfig.TopKExperts, log: &routes}
-			}
-
-			o := Reference(0.4, 0.8)
-			ex := Example{Prompt: []int32{2, 105, 40, 41, 42, 43, 106, 107, 105}, Target: []int32{300, 301, 302, 303, 304, 305}}
-			c := handCorruption(0.5, ex.Target, []bool{true, false, true, true, false, true}, []int32{17, 0, 450, 99, 0, 12})
-
-			var ref string
-			flips := 0
-			f := func(args []*mx.Array) *mx.Array {
-				in := make(map[string]*mx.Array, len(names))
-				for i, n := range names {
-					in[n] = args[i]
-				}
-				if err := a.SetParams(in); err != nil {
-					t.Fatal(err)
-				}
-				routes = routes[:0]
-				loss, _ := BatchLoss([]Terms{o.ExampleTerms(m, ex, c)})
-				sig := strings.Join(routes, "|")
-				if ref == "" {
-					ref = sig
-				} else if sig != ref {
-					flips++
-				}
-				return loss
-			}
-			args := make([]*mx.Array, len(names))
-			argnums := make([]int, len(names))
-			for i, n := range names {
-				args[i], argnums[i] = p[n], i
-			}
-			// The losses are computed in float32 (~6.2 ± 1e-6): with eps = 3e-3 the
-			// rounding contributes ~3e-4 to a difference quotient, well under ATol.
-			mxtest.GradCheck(t, f, args, argnums, mxtest.GradCheckOptions{Eps: 3e-3, RTol: 2e-2, ATol: 1e-3, MaxPoints: 4})
-			if len(routes) != 2*len(m.Layers) {
-				t.Fatalf("router called %d times per loss, want %d (encoder + decoder per layer)", len(routes), 2*len(m.Layers))
-			}
-			if flips > 0 {
-				t.Fatalf("%d probes changed the top-k routing: the difference quotients above are not derivatives; pick another eps or seed", flips)
-			}
+			f, args := gradCheckAdapter(t, m, a, 0.1, 4)
 			checkGradsNonTrivial(t, f, args, names)
 		})
 	}
@@ -187,11 +134,41 @@ func TestSeparateEncoderGradientFiniteDifference(t *testing.T) {
 	}
 	// B at ±0.05 (not 0.1): with both passes' sets random the loss sits at ~16 and is
 	// curved enough at ±0.1 for some elements that eps = 3e-3 central differences miss by 8 %.
+	f, args := gradCheckAdapter(t, m, a, 0.05, 3)
+
+	last := dg.EncoderLayersPrefix + "." + fmt.Sprint(len(m.Layers)-1) + "."
+	grads := mx.Grad(f)(args)
+	for i, g := range grads {
+		big := 0.0
+		for _, v := range g.Float32s() {
+			big = max(big, float64(v), -float64(v))
+		}
+		unreachable := strings.HasPrefix(names[i], last) && !strings.Contains(names[i], ".k_proj.") && !strings.Contains(names[i], ".v_proj.")
+		switch {
+		case unreachable && big != 0:
+			t.Errorf("%s: gradient up to %.3g, want exactly 0 (the encoder's last layer feeds the loss only through its keys and values)", names[i], big)
+		case !unreachable && big < 1e-2:
+			t.Errorf("%s: largest gradient entry %.3g: too small for the check to mean anything", names[i], big)
+		}
+	}
+}
+
+// gradCheckAdapter gives every B of a entries uniform in ±bScale (with B = 0, d loss / d A is
+// identically 0 and an A-gradient bug would go unseen), then checks d loss / d every adapter
+// tensor against central differences (maxPoints elements each) for the reference loss of one
+// fixed example through the encoder, the decoder and the MoE branch. Every router.proj is
+// wrapped to record the top-k sets, so that a probe that flips the routing (top-k is
+// piecewise constant: the quotient would not be a derivative) fails the test. It returns
+// the loss as a function of the adapter tensors (in a.Names() order) and its arguments.
+func gradCheckAdapter(t *testing.T, m *dg.Model, a *lora.Adapter, bScale float64, maxPoints int) (func([]*mx.Array) *mx.Array, []*mx.Array) {
+	t.Helper()
+	e := m.Engine
+	names := a.Names()
 	rng := rand.New(rand.NewPCG(21, 22))
 	p := a.Params()
 	for _, n := range names {
 		if strings.HasSuffix(n, ".lora_b") {
-			p[n] = mx.MulScalar(mxtest.RandN(e, rng, p[n].Shape()...), 0.05)
+			p[n] = mx.MulScalar(mxtest.RandN(e, rng, p[n].Shape()...), bScale)
 		}
 	}
 	if err := a.SetParams(p); err != nil {
@@ -199,7 +176,7 @@ func TestSeparateEncoderGradientFiniteDifference(t *testing.T) {
 	}
 	var routes []string
 	for _, l := range m.Layers {
-		l.RouterProj = &routeRecorder{base: l.RouterProj, k: cfg.TextConfig.TopKExperts, log: &routes}
+		l.RouterProj = &routeRecorder{base: l.RouterProj, k: m.Config.TextConfig.TopKExperts, log: &routes}
 	}
 	o := Reference(0.4, 0.8)
 	ex := Example{Prompt: []int32{2, 105, 40, 41, 42, 43, 106, 107, 105}, Target: []int32{300, 301, 302, 303, 304, 305}}
@@ -228,24 +205,14 @@ func TestSeparateEncoderGradientFiniteDifference(t *testing.T) {
 	for i, n := range names {
 		args[i], argnums[i] = p[n], i
 	}
-	mxtest.GradCheck(t, f, args, argnums, mxtest.GradCheckOptions{Eps: 3e-3, RTol: 2e-2, ATol: 1e-3, MaxPoints: 3})
+	// The losses are computed in float32 (~6 to ~16, ± a few ulps): with eps = 3e-3 the
+	// rounding contributes ~3e-4 to a difference quotient, well under ATol.
+	mxtest.GradCheck(t, f, args, argnums, mxtest.GradCheckOptions{Eps: 3e-3, RTol: 2e-2, ATol: 1e-3, MaxPoints: maxPoints})
+	if len(routes) != 2*len(m.Layers) {
+		t.Fatalf("router called %d times per loss, want %d (encoder + decoder per layer)", len(routes), 2*len(m.Layers))
+	}
 	if flips > 0 {
 		t.Fatalf("%d probes changed the top-k routing: the difference quotients above are not derivatives; pick another eps or seed", flips)
 	}
-
-	last := dg.EncoderLayersPrefix + "." + fmt.Sprint(len(m.Layers)-1) + "."
-	grads := mx.Grad(f)(args)
-	for i, g := range grads {
-		big := 0.0
-		for _, v := range g.Float32s() {
-			big = max(big, float64(v), -float64(v))
-		}
-		unreachable := strings.HasPrefix(names[i], last) && !strings.Contains(names[i], ".k_proj.") && !strings.Contains(names[i], ".v_proj.")
-		switch {
-		case unreachable && big != 0:
-			t.Errorf("%s: gradient up to %.3g, want exactly 0 (the encoder's last layer feeds the loss only through its keys and values)", names[i], big)
-		case !unreachable && big < 1e-2:
-			t.Errorf("%s: largest gradient entry %.3g: too small for the check to mean anything", names[i], big)
-		}
-	}
+	return f, args
 }
