@@ -107,10 +107,11 @@ func TestDeadRankIsNamedEverywhere(t *testing.T) {
 				if le.Rank != 1 || !strings.Contains(le.Reason, "without a goodbye") {
 					t.Errorf("rank %d: %v", r, le)
 				}
-				// Neighbours see it directly; the others hear it from a neighbour.
+				// The others hear it from a neighbour; a neighbour sees it directly, unless
+				// (under load) the relayed news arrives first.
 				direct := r == 0 || r == 2%n
-				if direct != (le.Via < 0) {
-					t.Errorf("rank %d: via %d", r, le.Via)
+				if !direct && le.Via < 0 {
+					t.Errorf("rank %d: via %d, want a relay", r, le.Via)
 				}
 			}
 			// A closed socket is noticed at once, not after the timeout.

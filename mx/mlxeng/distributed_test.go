@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/dgtune/dgtune/mx"
+	"github.com/dgtune/dgtune/mx/mlxeng"
 )
 
 // The rank side of the distributed tests: the parent test runs this test binary once
@@ -136,6 +137,13 @@ func TestDistributedAllSum(t *testing.T) {
 // MLX's send) or hanging. The array is large enough that rank 0 is still sending when
 // the socket breaks.
 func TestDistributedDeadPeer(t *testing.T) {
+	// MLX's ring raises "connection to a peer was lost" since v0.32.1; v0.31.2's retries a
+	// send to a dead peer forever. dgtune's training does not rely on either: its side
+	// channel (internal/peers) names a lost rank on every MLX release (cmd/train's
+	// TestDistributed, which passes on both).
+	if v := mlxeng.Version(); !atLeast(v, 0, 32, 1) {
+		t.Skipf("MLX %s's ring does not report a lost peer (v0.32.1 and later do)", v)
+	}
 	outs := startRanks(t, 2, "die")
 	got := resultLine(outs[0])
 	if !strings.Contains(got, "connection to a peer was lost") {
@@ -193,4 +201,19 @@ func BenchmarkDistributedAllSum(b *testing.B) {
 			})
 		}
 	}
+}
+
+// atLeast reports whether the release v ("0.31.2") is major.minor.patch or later.
+func atLeast(v string, major, minor, patch int) bool {
+	var a, b, c int
+	if _, err := fmt.Sscanf(v, "%d.%d.%d", &a, &b, &c); err != nil {
+		return false
+	}
+	if a != major {
+		return a > major
+	}
+	if b != minor {
+		return b > minor
+	}
+	return c >= patch
 }
