@@ -3,17 +3,13 @@ package diffusiongemma_test
 import (
 	"errors"
 	"math"
-	"math/rand/v2"
 	"runtime"
 	"strings"
 	"testing"
 
-	"github.com/dgtune/dgtune/lora"
 	dg "github.com/dgtune/dgtune/model/diffusiongemma"
 	"github.com/dgtune/dgtune/mx"
 	"github.com/dgtune/dgtune/mx/mxtest"
-	"github.com/dgtune/dgtune/objective"
-	"github.com/dgtune/dgtune/optim"
 )
 
 func preset(t *testing.T, name string) *dg.Config {
@@ -302,41 +298,13 @@ func measureStep(t *testing.T, presetName, bits string, n, l int) (afterForward,
 		t.Fatal(err)
 	}
 	w = nil
-	a, err := lora.Attach(m, lora.DefaultConfig(), 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	opt, err := optim.NewAdamW(optim.Params(a.Params()), optim.AdamWDefaults(1e-4))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rng := rand.New(rand.NewPCG(1, 2))
-	ids := func(k int) []int32 {
-		v := make([]int32, k)
-		for i := range v {
-			v[i] = int32(rng.IntN(cfg.TextConfig.VocabSize))
-		}
-		return v
-	}
-	ex := objective.Example{Prompt: ids(n), Target: ids(l)}
-	obj := objective.Reference(0.4, 0.8)
+	st := newTrainStepM(t, e, m, n, l)
 	step := func(k int) {
-		c := obj.Draw(mx.Key(e, uint64(k)), ex.Target, cfg.TextConfig.VocabSize)
-		params := optim.Params(a.Params())
-		_, g, err := optim.ValueAndGrad(params, a.SetParams, func() *mx.Array {
-			loss, _ := objective.BatchLoss([]objective.Terms{obj.ExampleTerms(m, ex, c)})
-			mx.Eval(loss)
-			if k == 1 {
-				afterForward = liveHeap() - base
-			}
-			return loss
-		})
-		if err != nil {
-			t.Fatal(err)
+		st.afterForward = nil
+		if k == 1 {
+			st.afterForward = func() { afterForward = liveHeap() - base }
 		}
-		if err := a.SetParams(opt.Update(params, g)); err != nil {
-			t.Fatal(err)
-		}
+		st.run(t, k)
 	}
 	step(0)
 	// The peak sampled at collections can include garbage a concurrent mark did not yet
@@ -400,40 +368,11 @@ func trackMappedEngine(t *testing.T, ckpt bool) {
 		t.Fatal(err)
 	}
 	m.GradCheckpoint = ckpt
-	a, err := lora.Attach(m, lora.DefaultConfig(), 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	opt, err := optim.NewAdamW(optim.Params(a.Params()), optim.AdamWDefaults(1e-4))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rng := rand.New(rand.NewPCG(1, 2))
-	ids := func(k int) []int32 {
-		v := make([]int32, k)
-		for i := range v {
-			v[i] = int32(rng.IntN(cfg.TextConfig.VocabSize))
-		}
-		return v
-	}
-	ex := objective.Example{Prompt: ids(n), Target: ids(l)}
-	obj := objective.Reference(0.4, 0.8)
+	st := newTrainStepM(t, e, m, n, l)
 	var live int64
+	st.afterForward = func() { live = liveHeap() - base }
 	for step := range 2 { // the second step has AdamW's state
-		c := obj.Draw(mx.Key(e, uint64(step)), ex.Target, cfg.TextConfig.VocabSize)
-		params := optim.Params(a.Params())
-		_, g, err := optim.ValueAndGrad(params, a.SetParams, func() *mx.Array {
-			loss, _ := objective.BatchLoss([]objective.Terms{obj.ExampleTerms(m, ex, c)})
-			mx.Eval(loss)
-			live = liveHeap() - base
-			return loss
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := a.SetParams(opt.Update(params, g)); err != nil {
-			t.Fatal(err)
-		}
+		st.run(t, step)
 	}
 	est, err := dg.EstimateOptions{Quantization: cfg.Quantization, Rank: 8, NumLayers: -1, PromptLen: n, CanvasLen: l,
 		GCPercent: 100, MappedWeights: true, GradCheckpoint: ckpt}.Estimate(cfg)

@@ -46,6 +46,9 @@ type trainStep struct {
 	opt optim.Optimizer
 	ex  objective.Example
 	obj objective.Objective
+	// afterForward, when set, runs once the loss of a step is evaluated, before the
+	// backward pass (the memory tests read the live heap there).
+	afterForward func()
 }
 
 func newTrainStep(b testing.TB, preset, bits string, promptLen, canvasLen int) *trainStep {
@@ -97,6 +100,10 @@ func (s *trainStep) run(b testing.TB, i int) {
 	params := optim.Params(s.a.Params())
 	_, g, err := optim.ValueAndGrad(params, s.a.SetParams, func() *mx.Array {
 		loss, _ := objective.BatchLoss([]objective.Terms{s.obj.ExampleTerms(s.m, s.ex, c)})
+		if s.afterForward != nil {
+			mx.Eval(loss)
+			s.afterForward()
+		}
 		return loss
 	})
 	if err != nil {
