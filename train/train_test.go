@@ -76,6 +76,44 @@ func runInterrupted(t *testing.T, cfg config.Config) {
 // outputs are the files whose bytes a resumed run must reproduce.
 var outputs = []string{AdapterFile, BestAdapterFile, "0000004_" + AdapterFile, "0000008_" + AdapterFile, StateFile, StateJSON}
 
+// checkResumeExact runs cfg uninterrupted, then the same run in resumedDir interrupted
+// after every step (once fresh, then `more` times with --resume) and finished with
+// --resume, and fails unless the two runs' losses and output files are identical. It
+// returns the last resume's log and the uninterrupted run's losses.
+func checkResumeExact(t *testing.T, cfg config.Config, resumedDir string, more int) string {
+	t.Helper()
+	log, _ := checkResumeExactLosses(t, cfg, resumedDir, more)
+	return log
+}
+
+func checkResumeExactLosses(t *testing.T, cfg config.Config, resumedDir string, more int) (string, []string) {
+	t.Helper()
+	if _, err := Run(context.Background(), cfg, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	want := lossSeq(readMetrics(t, cfg.AdapterPath))
+	rc := cfg
+	rc.AdapterPath = resumedDir
+	runInterrupted(t, rc)
+	rc.Resume = true
+	for range more {
+		runInterrupted(t, rc)
+	}
+	var log strings.Builder
+	if _, err := Run(context.Background(), rc, Options{Log: &log}); err != nil {
+		t.Fatal(err)
+	}
+	if got := lossSeq(readMetrics(t, rc.AdapterPath)); !slices.Equal(got, want) {
+		t.Errorf("metrics differ:\nresumed:       %v\nuninterrupted: %v", got, want)
+	}
+	for _, f := range outputs {
+		if string(readBytes(t, filepath.Join(rc.AdapterPath, f))) != string(readBytes(t, filepath.Join(cfg.AdapterPath, f))) {
+			t.Errorf("%s differs from the uninterrupted run's", f)
+		}
+	}
+	return log.String(), want
+}
+
 func resumeConfig(t *testing.T, dir string) config.Config {
 	t.Helper()
 	model := writeTinyModel(t, filepath.Join(dir, "model"), dg.BitsNone, nil)
@@ -102,32 +140,9 @@ func TestResumeAfterInterrupt(t *testing.T) {
 			cfg := resumeConfig(t, dir)
 			cfg.StepsPerReport = tc.report
 			cfg.GradAccumulationSteps = tc.accum
-			if _, err := Run(context.Background(), cfg, Options{}); err != nil {
-				t.Fatal(err)
-			}
-			want := lossSeq(readMetrics(t, cfg.AdapterPath))
-
-			rc := cfg
-			rc.AdapterPath = filepath.Join(dir, "resumed")
-			runInterrupted(t, rc)
-			rc.Resume = true
-			for range 5 {
-				runInterrupted(t, rc)
-			}
-			var log strings.Builder
-			if _, err := Run(context.Background(), rc, Options{Log: &log}); err != nil {
-				t.Fatal(err)
-			}
-			if !strings.Contains(log.String(), "continuing from step 6") {
-				t.Errorf("log does not say where it resumed:\n%s", log.String())
-			}
-			if got := lossSeq(readMetrics(t, rc.AdapterPath)); !slices.Equal(got, want) {
-				t.Errorf("metrics differ:\nresumed:       %v\nuninterrupted: %v", got, want)
-			}
-			for _, f := range outputs {
-				if string(readBytes(t, filepath.Join(rc.AdapterPath, f))) != string(readBytes(t, filepath.Join(cfg.AdapterPath, f))) {
-					t.Errorf("%s differs from the uninterrupted run's", f)
-				}
+			log := checkResumeExact(t, cfg, filepath.Join(dir, "resumed"), 5)
+			if !strings.Contains(log, "continuing from step 6") {
+				t.Errorf("log does not say where it resumed:\n%s", log)
 			}
 		})
 	}
@@ -540,23 +555,7 @@ func TestSeparateEncoderRun(t *testing.T) {
 	dir := t.TempDir()
 	cfg := resumeConfig(t, dir)
 	cfg.LoRAParameters.Encoder = lora.EncoderModeSeparate
-	if _, err := Run(context.Background(), cfg, Options{}); err != nil {
-		t.Fatal(err)
-	}
-	want := lossSeq(readMetrics(t, cfg.AdapterPath))
-	rc := cfg
-	rc.AdapterPath = filepath.Join(dir, "resumed")
-	runInterrupted(t, rc)
-	rc.Resume = true
-	if _, err := Run(context.Background(), rc, Options{}); err != nil {
-		t.Fatal(err)
-	}
-	if got := lossSeq(readMetrics(t, rc.AdapterPath)); !slices.Equal(got, want) {
-		t.Errorf("metrics differ:\nresumed:       %v\nuninterrupted: %v", got, want)
-	}
-	if string(readBytes(t, filepath.Join(rc.AdapterPath, AdapterFile))) != string(readBytes(t, filepath.Join(cfg.AdapterPath, AdapterFile))) {
-		t.Error("the resumed adapter differs from the uninterrupted run's")
-	}
+	checkResumeExact(t, cfg, filepath.Join(dir, "resumed"), 0)
 	f, err := lora.LoadDir(mxtest.Go(t), cfg.AdapterPath)
 	if err != nil {
 		t.Fatal(err)
