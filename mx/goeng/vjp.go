@@ -471,9 +471,22 @@ func rmsNormVJP(x, w *tensor, eps float64) func(g *tensor) []*tensor {
 		if w != nil {
 			wv = w.f32()
 		}
-		dx := make([]float32, len(xv))
+		// A frozen weight (LoRA training's norms) or an untraced input needs no
+		// cotangent: the backward would drop it, so it is not computed.
+		wantX, wantW := x.node != nil, w != nil && w.node != nil
 		rows := len(xv) / max(d, 1)
 		inv := make([]float64, rows)
+		if !wantX {
+			if wantW {
+				parallelFor(rows, d, func(lo, hi int) {
+					for r := lo; r < hi; r++ {
+						inv[r] = float64(rmsInv(xv[r*d:(r+1)*d], eps))
+					}
+				})
+			}
+			return []*tensor{nil, rmsNormWeightGrad(xv, gv, inv, w, d)}
+		}
+		dx := make([]float32, len(xv))
 		// dx row by row, in parallel at any granularity (each row is its own sum).
 		parallelFor(rows, 4*d, func(lo, hi int) {
 			for r := lo; r < hi; r++ {
@@ -498,47 +511,53 @@ func rmsNormVJP(x, w *tensor, eps float64) func(g *tensor) []*tensor {
 				}
 			}
 		})
-		// dw in float64 over fixed blocks of 64 rows, added in block order, so its bits
-		// depend on neither the thread count nor the split: tasks are (block, column
-		// range) pairs, each summing its rows in order.
-		const block, colChunk = 64, 128
-		nb := (rows + block - 1) / block
-		var dwBlocks [][]float64
-		if w != nil {
-			dwBlocks = make([][]float64, nb)
-			for b := range dwBlocks {
-				dwBlocks[b] = make([]float64, d)
-			}
-			nc := (d + colChunk - 1) / colChunk
-			parallelFor(nb*nc, block*min(d, colChunk), func(lo, hi int) {
-				for task := lo; task < hi; task++ {
-					b, c0 := task/nc, task%nc*colChunk
-					c1 := min(c0+colChunk, d)
-					dw := dwBlocks[b][c0:c1]
-					for r := b * block; r < min((b+1)*block, rows); r++ {
-						row, grow := xv[r*d+c0:r*d+c1], gv[r*d+c0:r*d+c1]
-						ir := inv[r]
-						for i := range dw {
-							dw[i] += float64(grow[i]) * float64(row[i]) * ir
-						}
-					}
-				}
-			})
+		var dw *tensor
+		if wantW {
+			dw = rmsNormWeightGrad(xv, gv, inv, w, d)
 		}
-		res := []*tensor{fromF32(x.shape, mx.Float32, dx), nil}
-		if w != nil {
-			dwf := make([]float32, d)
-			for i := range dwf {
-				var sum float64
-				for _, blk := range dwBlocks {
-					sum += blk[i]
-				}
-				dwf[i] = float32(sum)
-			}
-			res[1] = fromF32(w.shape, mx.Float32, dwf)
-		}
-		return res
+		return []*tensor{fromF32(x.shape, mx.Float32, dx), dw}
 	}
+}
+
+// rmsNormWeightGrad is rms_norm's dw = Σ_rows g⊙x·r, or nil without a traced weight. It
+// sums in float64 over fixed blocks of 64 rows, added in block order, so its bits
+// depend on neither the thread count nor the split: tasks are (block, column range)
+// pairs, each summing its rows in order.
+func rmsNormWeightGrad(xv, gv []float32, inv []float64, w *tensor, d int) *tensor {
+	if w == nil || w.node == nil {
+		return nil
+	}
+	rows := len(inv)
+	const block, colChunk = 64, 128
+	nb := (rows + block - 1) / block
+	dwBlocks := make([][]float64, nb)
+	for b := range dwBlocks {
+		dwBlocks[b] = make([]float64, d)
+	}
+	nc := (d + colChunk - 1) / colChunk
+	parallelFor(nb*nc, block*min(d, colChunk), func(lo, hi int) {
+		for task := lo; task < hi; task++ {
+			b, c0 := task/nc, task%nc*colChunk
+			c1 := min(c0+colChunk, d)
+			dw := dwBlocks[b][c0:c1]
+			for r := b * block; r < min((b+1)*block, rows); r++ {
+				row, grow := xv[r*d+c0:r*d+c1], gv[r*d+c0:r*d+c1]
+				ir := inv[r]
+				for i := range dw {
+					dw[i] += float64(grow[i]) * float64(row[i]) * ir
+				}
+			}
+		}
+	})
+	dwf := make([]float32, d)
+	for i := range dwf {
+		var sum float64
+		for _, blk := range dwBlocks {
+			sum += blk[i]
+		}
+		dwf[i] = float32(sum)
+	}
+	return fromF32(w.shape, mx.Float32, dwf)
 }
 
 // RoPE is a rotation per pair; its adjoint rotates g by the opposite angle.

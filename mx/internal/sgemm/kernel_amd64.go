@@ -10,13 +10,43 @@ import (
 
 func hasAVX2FMA() bool { return cpu.X86.HasAVX2 && cpu.X86.HasFMA }
 
-// defaultKernels are the AVX2/FMA kernels where the CPU has both, the Go kernel otherwise.
+// hasAVX512 says whether the CPU (and the OS, which must save ZMM state) runs AVX-512F.
+func hasAVX512() bool { return hasAVX2FMA() && cpu.X86.HasAVX512F }
+
+// avx2Kernels are the AVX2/FMA kernels.
+func avx2Kernels() kernels { return kernels{tile6x16: kernelAVX2, row: rowAVX2} }
+
+// defaultKernels are the AVX2/FMA kernels where the CPU has both — with the AVX-512 pair
+// kernel where it has that too — and the Go kernel otherwise.
 func defaultKernels() kernels {
-	if hasAVX2FMA() {
-		return kernels{tile6x16: kernelAVX2, row: rowAVX2}
+	if !hasAVX2FMA() {
+		return goKernels()
 	}
-	return goKernels()
+	ks := avx2Kernels()
+	if hasAVX512() {
+		ks.pair = kernelAVX512
+	}
+	return ks
 }
+
+// kernelAVX512 checks the slice bounds the assembly relies on, then runs it.
+func kernelAVX512(kc int, a0, a1, b []float32, ldb int, c []float32, ldc int, acc bool) {
+	if kc == 0 {
+		kernelAVX2(kc, a0, b, ldb, c, ldc, acc)
+		kernelAVX2(kc, a1, b, ldb, c[mr*ldc:], ldc, acc)
+		return
+	}
+	_ = a0[kc*mr-1]
+	_ = a1[kc*mr-1]
+	_ = b[(kc-1)*ldb+nr-1]
+	_ = c[(2*mr-1)*ldc+nr-1]
+	kern12x16(kc, &a0[0], &a1[0], &b[0], ldb, &c[0], ldc, acc)
+}
+
+// kern12x16 is kernelAVX512 without bounds checks; kc must be positive.
+//
+//go:noescape
+func kern12x16(kc int, a0, a1, b *float32, ldb int, c *float32, ldc int, acc bool)
 
 // kernelAVX2 checks the slice bounds the assembly relies on, then runs it.
 func kernelAVX2(kc int, a, b []float32, ldb int, c []float32, ldc int, acc bool) {

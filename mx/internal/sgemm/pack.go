@@ -9,6 +9,17 @@ func packA(dst, a []float32, lda int, t Trans, i0, mt, pc, kb int) {
 		panel := dst[ir*kb : (ir+mr)*kb]
 		if t {
 			// op(A)[i, p] = a[p·lda + i]: each k step reads mm consecutive values.
+			if mm == mr {
+				// Element by element: copy() (or an array assignment) would call
+				// memmove for every 24 bytes.
+				for p := range kb {
+					s := a[(pc+p)*lda+i0+ir:]
+					s = s[:mr:mr]
+					d := panel[p*mr : p*mr+mr : p*mr+mr]
+					d[0], d[1], d[2], d[3], d[4], d[5] = s[0], s[1], s[2], s[3], s[4], s[5]
+				}
+				continue
+			}
 			for p := range kb {
 				src := a[(pc+p)*lda+i0+ir:]
 				d := panel[p*mr : p*mr+mr]

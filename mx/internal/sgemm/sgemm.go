@@ -42,12 +42,20 @@ const (
 	minParallel = 1 << 16
 )
 
-// kernels is a micro-kernel set: tile6x16 always; row, when set, takes products with few
-// rows of A.
+// kernels is a micro-kernel set: tile6x16 always; pair, when set, computes two vertically
+// adjacent full tiles at once (rounding exactly as two tile6x16 calls); row, when set,
+// takes products with few rows of A.
 type kernels struct {
 	tile6x16 kernel
+	pair     pairKernel
 	row      rowKernel
 }
+
+// pairKernel is kernel for the 2mr×nr tile of two consecutive A micro-panels a0 (rows
+// 0..mr−1) and a1 (rows mr..2mr−1): every element is formed as kernel forms it, so it is
+// bitwise the same as two kernel calls. A wider register file (AVX-512's ZMM) holds a
+// whole nr-wide row in one register, so twice the rows share each load of B.
+type pairKernel func(kc int, a0, a1, b []float32, ldb int, c []float32, ldc int, acc bool)
 
 // rowKernel adds a row of sums for a single row of A:
 //
@@ -488,6 +496,11 @@ func (w *worker) sweep(kb, i0, mt, j0, nt int, bp []float32, acc bool) {
 			mm := min(mr, mt-ir)
 			ap := w.curA[ir*kb:]
 			off := (i0+ir)*w.ldc + j0 + jr
+			if w.pair != nil && nn == nr && ir+2*mr <= mt {
+				w.pair(kb, ap, w.curA[(ir+mr)*kb:], panel, nr, w.c[off:], w.ldc, acc)
+				ir += mr
+				continue
+			}
 			if mm == mr && nn == nr {
 				w.tile6x16(kb, ap, panel, nr, w.c[off:], w.ldc, acc)
 				continue

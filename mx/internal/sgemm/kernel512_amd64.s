@@ -1,0 +1,125 @@
+//go:build amd64 && !purego
+
+#include "textflag.h"
+
+// ZSTEP is one k step of the 12×16 tile: load the B row (16 floats, one ZMM) and
+// fuse-multiply-add each of the twelve A values, broadcast straight from memory, into
+// Z0..Z11 (row i of the tile is Zi). Rows 0–5 come from the A micro-panel at SI, rows
+// 6–11 from the next one at R10; off is the byte offset of this step in both.
+#define ZSTEP(boff, off) \
+	VMOVUPS          boff, Z12;          \
+	VFMADD231PS.BCST off+0(SI), Z12, Z0;  \
+	VFMADD231PS.BCST off+4(SI), Z12, Z1;  \
+	VFMADD231PS.BCST off+8(SI), Z12, Z2;  \
+	VFMADD231PS.BCST off+12(SI), Z12, Z3; \
+	VFMADD231PS.BCST off+16(SI), Z12, Z4; \
+	VFMADD231PS.BCST off+20(SI), Z12, Z5; \
+	VFMADD231PS.BCST off+0(R10), Z12, Z6;  \
+	VFMADD231PS.BCST off+4(R10), Z12, Z7;  \
+	VFMADD231PS.BCST off+8(R10), Z12, Z8;  \
+	VFMADD231PS.BCST off+12(R10), Z12, Z9; \
+	VFMADD231PS.BCST off+16(R10), Z12, Z10; \
+	VFMADD231PS.BCST off+20(R10), Z12, Z11
+
+// ZADDROW adds row register r into C at DX (c + Σ), stores it and moves DX on a row.
+#define ZADDROW(r) \
+	VADDPS  (DX), r, r; \
+	VMOVUPS r, (DX);    \
+	ADDQ    R9, DX
+
+// ZSETROW stores row register r into C at DX and moves DX on a row.
+#define ZSETROW(r) \
+	VMOVUPS r, (DX); \
+	ADDQ    R9, DX
+
+// func kern12x16(kc int, a0, a1, b *float32, ldb int, c *float32, ldc int, acc bool)
+//
+// a0 and a1 are two packed 6-row micro-panels (a[p*6+i]) — rows 0–5 and 6–11 of the
+// tile; b has row stride ldb floats; each sum runs over p in order, starting from
+// zero, one fused multiply-add per p, and is then stored (acc false) or added to c
+// (acc true): element for element the same operations as kern6x16.
+TEXT ·kern12x16(SB), NOSPLIT, $0-57
+	MOVQ kc+0(FP), CX
+	MOVQ a0+8(FP), SI
+	MOVQ a1+16(FP), R10
+	MOVQ b+24(FP), DI
+	MOVQ ldb+32(FP), R8
+	SHLQ $2, R8
+	LEAQ (R8)(R8*2), R11
+	MOVQ c+40(FP), DX
+	MOVQ ldc+48(FP), R9
+	SHLQ $2, R9
+
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+
+	MOVQ CX, BX
+	SHRQ $2, BX
+	JZ   ztail
+
+zloop4:
+	ZSTEP((DI), 0)
+	ZSTEP((DI)(R8*1), 24)
+	ZSTEP((DI)(R8*2), 48)
+	ZSTEP((DI)(R11*1), 72)
+	ADDQ $96, SI
+	ADDQ $96, R10
+	LEAQ (DI)(R8*4), DI
+	DECQ BX
+	JNZ  zloop4
+
+ztail:
+	ANDQ $3, CX
+	JZ   zstore
+
+zloop1:
+	ZSTEP((DI), 0)
+	ADDQ $24, SI
+	ADDQ $24, R10
+	ADDQ R8, DI
+	DECQ CX
+	JNZ  zloop1
+
+zstore:
+	CMPB acc+56(FP), $0
+	JEQ  zoverwrite
+	ZADDROW(Z0)
+	ZADDROW(Z1)
+	ZADDROW(Z2)
+	ZADDROW(Z3)
+	ZADDROW(Z4)
+	ZADDROW(Z5)
+	ZADDROW(Z6)
+	ZADDROW(Z7)
+	ZADDROW(Z8)
+	ZADDROW(Z9)
+	ZADDROW(Z10)
+	ZADDROW(Z11)
+	VZEROUPPER
+	RET
+
+zoverwrite:
+	ZSETROW(Z0)
+	ZSETROW(Z1)
+	ZSETROW(Z2)
+	ZSETROW(Z3)
+	ZSETROW(Z4)
+	ZSETROW(Z5)
+	ZSETROW(Z6)
+	ZSETROW(Z7)
+	ZSETROW(Z8)
+	ZSETROW(Z9)
+	ZSETROW(Z10)
+	ZSETROW(Z11)
+	VZEROUPPER
+	RET
