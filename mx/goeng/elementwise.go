@@ -7,10 +7,13 @@ import (
 	"github.com/dgtune/dgtune/mx"
 )
 
-// bcastIndex calls f(o, ia, ib, n) for runs of n output elements starting at flat output
-// offset o, where the inputs start at ia and ib and advance by their last-axis strides.
-// It parallelises over rows of the last axis.
+// bcastRows calls f(o, ia, ib, n, da, db) for runs of n output elements starting at flat
+// output offset o, where the inputs start at ia and ib and advance by da and db. Axes that
+// both inputs traverse contiguously (or both broadcast) are merged first, so a same-shape
+// or scalar operation is one long run rather than a run per row of its last axis; long
+// runs are cut into chunks so that they still spread over the cores.
 func bcastRows(out []int, sa, sb []int, f func(o, ia, ib, n, da, db int)) {
+	out, sa, sb = coalesceAxes(out, sa, sb)
 	nd := len(out)
 	if nd == 0 {
 		f(0, 0, 0, 1, 0, 0)
@@ -19,8 +22,13 @@ func bcastRows(out []int, sa, sb []int, f func(o, ia, ib, n, da, db int)) {
 	last := out[nd-1]
 	rows := numel(out[:nd-1])
 	da, db := sa[nd-1], sb[nd-1]
-	parallelFor(rows, last, func(lo, hi int) {
-		for r := lo; r < hi; r++ {
+	// A row longer than rowChunk is several work items, each a contiguous part of it.
+	const rowChunk = 1 << 14
+	parts := max(1, (last+rowChunk-1)/rowChunk)
+	partLen := (last + parts - 1) / parts
+	parallelFor(rows*parts, min(last, partLen), func(lo, hi int) {
+		for item := lo; item < hi; item++ {
+			r, part := item/parts, item%parts
 			ia, ib, rem := 0, 0, r
 			for d := nd - 2; d >= 0; d-- {
 				c := rem % out[d]
@@ -28,9 +36,31 @@ func bcastRows(out []int, sa, sb []int, f func(o, ia, ib, n, da, db int)) {
 				ia += c * sa[d]
 				ib += c * sb[d]
 			}
-			f(r*last, ia, ib, last, da, db)
+			c0 := part * partLen
+			n := min(partLen, last-c0)
+			f(r*last+c0, ia+c0*da, ib+c0*db, n, da, db)
 		}
 	})
+}
+
+// coalesceAxes merges each axis into the one after it wherever both inputs step over the
+// pair as over one axis (stride[d] = stride[d+1]·size[d+1], which covers broadcast axes
+// with stride 0 on both sides too), and drops axes of size 1. The element order, and so
+// every offset, is unchanged.
+func coalesceAxes(out, sa, sb []int) ([]int, []int, []int) {
+	var o, a, b []int
+	for d := range out {
+		if out[d] == 1 {
+			continue
+		}
+		if k := len(o) - 1; k >= 0 && a[k] == sa[d]*out[d] && b[k] == sb[d]*out[d] {
+			o[k] *= out[d]
+			a[k], b[k] = sa[d], sb[d]
+			continue
+		}
+		o, a, b = append(o, out[d]), append(a, sa[d]), append(b, sb[d])
+	}
+	return o, a, b
 }
 
 // binaryF32 applies fn elementwise with broadcasting. arith, when not nil, is the same
