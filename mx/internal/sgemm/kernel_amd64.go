@@ -14,7 +14,7 @@ func hasAVX2FMA() bool { return cpu.X86.HasAVX2 && cpu.X86.HasFMA }
 func hasAVX512() bool { return hasAVX2FMA() && cpu.X86.HasAVX512F }
 
 // avx2Kernels are the AVX2/FMA kernels.
-func avx2Kernels() kernels { return kernels{tile6x16: kernelAVX2, row: rowAVX2} }
+func avx2Kernels() kernels { return kernels{tile6x16: kernelAVX2, row: rowAVX2, skinny: skinnyAVX2} }
 
 // defaultKernels are the AVX2/FMA kernels where the CPU has both — with the AVX-512 pair
 // kernel where it has that too — and the Go kernel otherwise.
@@ -96,3 +96,38 @@ func transpose8(src *float32, ld int, dst *float32, ldd int) {
 	}
 	transpose8Go(unsafe.Slice(src, 7*ld+8), ld, unsafe.Slice(dst, 7*ldd+8), ldd)
 }
+
+// skinnyAVX2 checks the slice bounds the assembly relies on, then runs it.
+func skinnyAVX2(ta Trans, kc int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int, acc bool) {
+	if kc == 0 {
+		for i := range skinnyRows {
+			row := c[i*ldc : i*ldc+skinnyCols]
+			if !acc {
+				clear(row)
+			}
+		}
+		return
+	}
+	if ta {
+		_ = a[(kc-1)*lda+skinnyRows-1]
+	} else {
+		_ = a[(skinnyRows-1)*lda+kc-1]
+	}
+	_ = b[(kc-1)*ldb+skinnyCols-1]
+	_ = c[(skinnyRows-1)*ldc+skinnyCols-1]
+	if ta {
+		skinnyT(kc, &a[0], lda, &b[0], ldb, &c[0], ldc, acc)
+		return
+	}
+	skinnyN(kc, &a[0], lda, &b[0], ldb, &c[0], ldc, acc)
+}
+
+// skinnyN is skinnyAVX2 for an untransposed A, without bounds checks; kc must be positive.
+//
+//go:noescape
+func skinnyN(kc int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, acc bool)
+
+// skinnyT is skinnyAVX2 for a transposed A, without bounds checks; kc must be positive.
+//
+//go:noescape
+func skinnyT(kc int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, acc bool)

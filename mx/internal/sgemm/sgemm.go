@@ -49,7 +49,22 @@ type kernels struct {
 	tile6x16 kernel
 	pair     pairKernel
 	row      rowKernel
+	skinny   skinnyKernel
 }
+
+// skinnyKernel computes a skinnyRows×skinnyCols tile of C = op(A)·B reading op(A) in place
+// (a[i·lda + p] untransposed, a[p·lda + i] transposed) and B from a panel with row
+// stride ldb: c[i·ldc + j] = (acc ? c : 0) + Σ_p A[i, p]·B[p, j], rounding as kernel
+// does. A product only a LoRA rank wide (x·A, g·Bᵀ, xᵀ·h) spends as long packing A as
+// multiplying; this kernel never packs it.
+type skinnyKernel func(ta Trans, kc int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int, acc bool)
+
+// The skinny kernel's tile, and the widest product that takes it (one B panel).
+const (
+	skinnyRows = 8
+	skinnyCols = 8
+	skinnyMaxN = nr
+)
 
 // pairKernel is kernel for the 2mr×nr tile of two consecutive A micro-panels a0 (rows
 // 0..mr−1) and a1 (rows mr..2mr−1): every element is formed as kernel forms it, so it is
@@ -212,7 +227,8 @@ func Batch(ps []Product) {
 type plan struct {
 	*problem
 	rows           bool // stream B through the row kernel (few rows of A)
-	unitN          int
+	skinny         bool // at most one panel wide: the skinny kernel reads A in place
+	unitM, unitN   int
 	tm, tn, kc     int
 	tilesM, tilesN int
 	// packedA, when set, holds all of op(A) packed once, k-block after k-block, for the
@@ -222,13 +238,18 @@ type plan struct {
 
 func newPlan(p *problem, ks kernels) plan {
 	pl := plan{problem: p}
+	// One panel wide with enough rows: the skinny kernel, A never packed.
+	pl.skinny = ks.skinny != nil && p.n <= skinnyMaxN && p.m >= skinnyRows && p.pack == nil
 	// Few rows of A: stream B a row at a time instead of packing it.
-	pl.rows = ks.row != nil && p.m <= smallM && p.tb == NoTrans && p.pack == nil
-	pl.unitN = nr
+	pl.rows = !pl.skinny && ks.row != nil && p.m <= smallM && p.tb == NoTrans && p.pack == nil
+	pl.unitM, pl.unitN = mr, nr
 	if pl.rows {
 		pl.unitN = rowUnit
 	}
-	pl.tm, pl.tilesM = split(p.m, mcMax, mr)
+	if pl.skinny {
+		pl.unitM = skinnyRows
+	}
+	pl.tm, pl.tilesM = split(p.m, mcMax, pl.unitM)
 	pl.tn, pl.tilesN = split(p.n, ncMax, pl.unitN)
 	pl.kc, _ = split(p.k, kcMax, KBlock)
 	return pl
@@ -252,8 +273,8 @@ func (pl *plan) cut(want int) {
 	for pl.tilesM*pl.tilesN < want {
 		if pl.tn >= 4*pl.unitN && pl.tn >= pl.tm {
 			pl.tn, pl.tilesN = split(pl.n, roundUp(pl.tn/2, pl.unitN), pl.unitN)
-		} else if pl.tm >= 4*mr {
-			pl.tm, pl.tilesM = split(pl.m, roundUp(pl.tm/2, mr), mr)
+		} else if pl.tm >= 4*pl.unitM {
+			pl.tm, pl.tilesM = split(pl.m, roundUp(pl.tm/2, pl.unitM), pl.unitM)
 		} else {
 			return
 		}
@@ -450,6 +471,10 @@ func (w *worker) release() {
 
 // tile computes C[i0:i0+mt, j0:j0+nt], walking K in blocks in order.
 func (w *worker) tile(i0, mt, j0, nt int) {
+	if w.plan != nil && w.plan.skinny {
+		w.skinnyTile(i0, mt, j0, nt)
+		return
+	}
 	for pc := 0; pc < w.k; pc += w.kc {
 		kb := min(w.kc, w.k-pc)
 		acc := w.acc || pc > 0
@@ -482,6 +507,46 @@ func (w *worker) tile(i0, mt, j0, nt int) {
 		if nw < nt {
 			packB(w.bufB, w.b, w.ldb, w.tb, pc, kb, j0+nw, nt-nw)
 			w.sweep(kb, i0, mt, j0+nw, nt-nw, w.bufB, acc)
+		}
+	}
+}
+
+// skinnyTile is tile for a plan at most one panel wide: per k-block it packs the B panel
+// once and runs the skinny kernel down the rows, reading A in place; rows past the last
+// whole group of skinnyRows go through the packed tile kernel as usual.
+func (w *worker) skinnyTile(i0, mt, j0, nt int) {
+	full := mt / skinnyRows * skinnyRows
+	var tmp [skinnyRows * skinnyCols]float32
+	for pc := 0; pc < w.k; pc += w.kc {
+		kb := min(w.kc, w.k-pc)
+		acc := w.acc || pc > 0
+		packB(w.bufB, w.b, w.ldb, w.tb, pc, kb, j0, nt)
+		for ir := 0; ir < full; ir += skinnyRows {
+			var a []float32
+			if w.ta {
+				a = w.a[pc*w.lda+i0+ir:]
+			} else {
+				a = w.a[(i0+ir)*w.lda+pc:]
+			}
+			for jc := 0; jc < nt; jc += skinnyCols {
+				off := (i0+ir)*w.ldc + j0 + jc
+				if jc+skinnyCols <= nt {
+					w.skinny(w.ta, kb, a, w.lda, w.bufB[jc:], nr, w.c[off:], w.ldc, acc)
+					continue
+				}
+				// Edge columns: the same kernel into a scratch tile (the panel is
+				// zero past nt), then the same c + Σ into C.
+				nn := nt - jc
+				w.skinny(w.ta, kb, a, w.lda, w.bufB[jc:], nr, tmp[:], skinnyCols, false)
+				for i := range skinnyRows {
+					addInto(w.c[off+i*w.ldc:][:nn], tmp[i*skinnyCols:i*skinnyCols+nn], acc)
+				}
+			}
+		}
+		if full < mt {
+			packA(w.bufA, w.a, w.lda, w.ta, i0+full, mt-full, pc, kb)
+			w.curA = w.bufA
+			w.sweep(kb, i0+full, mt-full, j0, nt, w.bufB, acc)
 		}
 	}
 }
