@@ -28,6 +28,9 @@ const (
 	kcMax = 256
 	// mcMax keeps the packed A block (mcMax×kc, 144 KiB) in L2 next to the B slab.
 	mcMax = 144
+	// mcPackedMax is mcMax for a product whose B a PackFunc decodes: the packed A
+	// block (mcPackedMax×kc, 512 KiB) still fits an L2 of 1 MiB or more.
+	mcPackedMax = 516
 	// ncMax bounds the packed B slab (kc×ncMax, 512 KiB), which lives in L2/L3.
 	ncMax = 512
 
@@ -249,7 +252,13 @@ func newPlan(p *problem, ks kernels) plan {
 	if pl.skinny {
 		pl.unitM = skinnyRows
 	}
-	pl.tm, pl.tilesM = split(p.m, mcMax, pl.unitM)
+	rowLimit := mcMax
+	if p.pack != nil {
+		// A packed B is decoded once per row tile: taller tiles decode it fewer times,
+		// and decoding a quantized weight costs more than packing the rows of A.
+		rowLimit = mcPackedMax
+	}
+	pl.tm, pl.tilesM = split(p.m, rowLimit, pl.unitM)
 	pl.tn, pl.tilesN = split(p.n, ncMax, pl.unitN)
 	pl.kc, _ = split(p.k, kcMax, KBlock)
 	return pl
