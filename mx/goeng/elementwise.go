@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/dgtune/dgtune/mx"
+	"github.com/dgtune/dgtune/mx/internal/uninit"
 )
 
 // bcastRows calls f(o, ia, ib, n, da, db) for runs of n output elements starting at flat
@@ -67,7 +68,7 @@ func coalesceAxes(out, sa, sb []int) ([]int, []int, []int) {
 // op as a whole-row loop; same-shape rows use it, and rows against one value use inline
 // loops for add and multiply, to avoid a call per element.
 func binaryF32(op mx.BinaryOp, out []int, as, bs []int, a, b []float32, fn func(x, y float32) float32, arith func(dst, x, y []float32)) []float32 {
-	res := make([]float32, numel(out))
+	res := uninit.Float32s(numel(out)) // bcastRows visits every element once
 	sa, sb := broadcastStrides(as, out), broadcastStrides(bs, out)
 	bcastRows(out, sa, sb, func(o, ia, ib, n, da, db int) {
 		dst := res[o : o+n]
@@ -371,7 +372,7 @@ func unaryKernel(op mx.UnaryOp, x *tensor) *tensor {
 	}
 	fn := unaryF32Func(op)
 	in := x.f32()
-	out := make([]float32, len(in))
+	out := uninit.Float32s(len(in))
 	if op == mx.OpGELUTanh {
 		parallelRows(len(in), func(lo, hi int) { geluRows(out[lo:hi], in[lo:hi]) })
 		return fromF32(x.shape, x.dt, out)

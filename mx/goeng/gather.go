@@ -7,6 +7,7 @@ import (
 	"github.com/dgtune/dgtune/mx"
 	"github.com/dgtune/dgtune/mx/internal/quant"
 	"github.com/dgtune/dgtune/mx/internal/sgemm"
+	"github.com/dgtune/dgtune/mx/internal/uninit"
 )
 
 // expertIndices reads gather indices as int32, checking them against the number of
@@ -91,7 +92,7 @@ func (g *expertGather) toSorted(v []float32, d int) []float32 {
 	if g.order == nil {
 		return v
 	}
-	out := make([]float32, g.m*d)
+	out := uninit.Float32s(g.m * d)
 	parallelFor(g.m, d, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			r := g.order[i]
@@ -106,7 +107,7 @@ func (g *expertGather) fromSorted(v []float32, d int) []float32 {
 	if g.order == nil {
 		return v
 	}
-	out := make([]float32, g.m*d)
+	out := uninit.Float32s(g.m * d)
 	parallelFor(g.m, d, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			r := g.order[i]
@@ -144,7 +145,7 @@ func (g *expertGather) outShape(last int) []int {
 // forward is y = x·w[idx] row by row.
 func (g *expertGather) forward(x *tensor) *tensor {
 	xs := g.toSorted(x.f32(), g.k)
-	ys := make([]float32, g.m*g.n)
+	ys := uninit.Float32s(g.m * g.n)
 	g.products(xs, g.k, g.n, g.transposed, ys)
 	return fromF32(g.outShape(g.n), g.dt, g.fromSorted(ys, g.n))
 }
@@ -152,7 +153,7 @@ func (g *expertGather) forward(x *tensor) *tensor {
 // inputGrad is dx[r] = ct[r]·w[idx[r]]ᵀ.
 func (g *expertGather) inputGrad(ct *tensor) *tensor {
 	cs := g.toSorted(ct.f32(), g.n)
-	dx := make([]float32, g.m*g.k)
+	dx := uninit.Float32s(g.m * g.k)
 	g.products(cs, g.n, g.k, !g.transposed, dx)
 	return fromF32(g.xShape, mx.Float32, g.fromSorted(dx, g.k))
 }

@@ -4,6 +4,7 @@ import (
 	"math"
 
 	"github.com/dgtune/dgtune/mx"
+	"github.com/dgtune/dgtune/mx/internal/uninit"
 )
 
 // GELU-tanh is 0.5·x·(1 + tanh u), u = √(2/π)·(x + 0.044715·x³). Both the value and
@@ -144,12 +145,12 @@ func parallelRows(n int, f func(lo, hi int)) {
 func (e *Engine) GeGLU(hg, hu mx.Handle) mx.Handle {
 	gate, up := tt(hg), tt(hu)
 	gv, uv := gate.f32(), up.f32()
-	out := make([]float32, len(gv))
+	out := uninit.Float32s(len(gv))
 	parallelRows(len(gv), func(lo, hi int) { gegluRows(out[lo:hi], gv[lo:hi], uv[lo:hi]) })
 	res := fromF32(gate.shape, mx.PromoteTypes(gate.dt, up.dt), out)
 	return record(res, "geglu", []*tensor{gate, up}, func(g *tensor) []*tensor {
 		ct := g.f32()
-		dg, du := make([]float32, len(gv)), make([]float32, len(gv))
+		dg, du := uninit.Float32s(len(gv)), uninit.Float32s(len(gv))
 		parallelRows(len(gv), func(lo, hi int) { gegluGradRows(dg[lo:hi], du[lo:hi], gv[lo:hi], uv[lo:hi], ct[lo:hi]) })
 		res := []*tensor{nil, nil}
 		if gate.node != nil {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/dgtune/dgtune/mx"
 	"github.com/dgtune/dgtune/mx/internal/sgemm"
+	"github.com/dgtune/dgtune/mx/internal/uninit"
 )
 
 // matmulKernel multiplies the last two axes, broadcasting the batch axes. Compute is
@@ -50,7 +51,7 @@ func matmulOp(a, b *tensor, ta, tb bool) *tensor {
 		dt = mx.Float32
 	}
 	nbatch := numel(batch)
-	out := make([]float32, nbatch*m*n)
+	out := uninit.Float32s(nbatch * m * n) // every batch's product overwrites its block
 	shape := append(slices.Clone(batch), m, n)
 	ab := expand(a, append(slices.Clone(batch), ar, ac))
 	if numel(b.shape[:nb-2]) == 1 && !ta {
@@ -256,7 +257,7 @@ func rmsNormKernel(x, w *tensor, eps float64) *tensor {
 	if w != nil {
 		wv = w.f32()
 	}
-	out := make([]float32, len(in))
+	out := uninit.Float32s(len(in))
 	rows := len(in) / max(d, 1)
 	parallelFor(rows, d, func(lo, hi int) {
 		for r := lo; r < hi; r++ {
@@ -328,7 +329,7 @@ func ropeKernel(x *tensor, p mx.RoPEParams, freqs *tensor, sign float64) *tensor
 		}
 	})
 	in := x.f32()
-	out := make([]float32, len(in))
+	out := uninit.Float32s(len(in))
 	rows := len(in) / max(d, 1)
 	parallelFor(rows, d, func(lo, hi int) {
 		for r := lo; r < hi; r++ {

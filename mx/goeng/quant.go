@@ -6,6 +6,7 @@ import (
 
 	"github.com/dgtune/dgtune/mx"
 	"github.com/dgtune/dgtune/mx/internal/quant"
+	"github.com/dgtune/dgtune/mx/internal/uninit"
 )
 
 func qp(p mx.QuantParams) quant.Params { return quant.Params{Bits: p.Bits, GroupSize: p.GroupSize} }
@@ -53,11 +54,11 @@ func qmm(x, wq, s, b *tensor, transpose bool, p mx.QuantParams) *tensor {
 	var y []float32
 	if transpose {
 		n = rows
-		y = make([]float32, m*n)
+		y = uninit.Float32s(m * n) // overwritten
 		quant.MatmulT(y, x.f32(), m, packed, sv, bv, n, k, qp(p))
 	} else {
 		n = cols
-		y = make([]float32, m*n)
+		y = uninit.Float32s(m * n) // overwritten
 		quant.Matmul(y, x.f32(), m, packed, sv, bv, k, n, qp(p))
 	}
 	shape := append(slices.Clone(x.shape[:len(x.shape)-1]), n)
@@ -83,11 +84,11 @@ func gqmm(x, wq, s, b, idx *tensor, transpose bool, p mx.QuantParams, sorted boo
 	var y []float32
 	if transpose {
 		n = rows
-		y = make([]float32, m*n)
+		y = uninit.Float32s(m * n) // overwritten
 		quant.GatherMatmulT(y, x.f32(), m, ids, packed, sv, bv, experts, n, k, qp(p), sorted)
 	} else {
 		n = cols
-		y = make([]float32, m*n)
+		y = uninit.Float32s(m * n) // overwritten
 		quant.GatherMatmul(y, x.f32(), m, ids, packed, sv, bv, experts, k, n, qp(p), sorted)
 	}
 	shape := append(slices.Clone(x.shape[:len(x.shape)-1]), n)

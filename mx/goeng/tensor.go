@@ -9,6 +9,7 @@ import (
 
 	"github.com/dgtune/dgtune/mx"
 	"github.com/dgtune/dgtune/mx/internal/half"
+	"github.com/dgtune/dgtune/mx/internal/uninit"
 )
 
 // tensor is the go engine's array: immutable, contiguous, row-major.
@@ -91,7 +92,8 @@ func newTensor(shape []int, dt mx.DType, data any) *tensor {
 func makeData(dt mx.DType, n int) any {
 	switch dt {
 	case mx.Float32:
-		return make([]float32, n)
+		// Every caller (view, take, concatenate, slice_update, the casts) writes all n.
+		return uninit.Float32s(n)
 	case mx.Float64:
 		return make([]float64, n)
 	case mx.Float16, mx.BFloat16:

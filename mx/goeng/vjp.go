@@ -18,6 +18,7 @@ import (
 	"slices"
 
 	"github.com/dgtune/dgtune/mx"
+	"github.com/dgtune/dgtune/mx/internal/uninit"
 )
 
 func ksub(a, b *tensor) *tensor { return binaryKernel(mx.OpSubtract, a, b) }
@@ -31,7 +32,7 @@ func kmul(a, b *tensor) *tensor {
 	if !aok || !bok || a.dt != mx.Float32 || b.dt != mx.Float32 || !slices.Equal(a.shape, b.shape) {
 		return binaryKernel(mx.OpMultiply, a, b)
 	}
-	out := make([]float32, len(av))
+	out := uninit.Float32s(len(av))
 	parallelFor(len(out)/1024+1, 1024, func(lo, hi int) {
 		lo, hi = lo*1024, min(hi*1024, len(out))
 		x, y, o := av[lo:hi], bv[lo:hi], out[lo:hi]
@@ -50,7 +51,7 @@ func kadd(a, b *tensor) *tensor {
 	if !aok || !bok || a.dt != mx.Float32 || b.dt != mx.Float32 || !slices.Equal(a.shape, b.shape) {
 		return binaryKernel(mx.OpAdd, a, b)
 	}
-	out := make([]float32, len(av))
+	out := uninit.Float32s(len(av))
 	parallelFor(len(out)/1024+1, 1024, func(lo, hi int) {
 		lo, hi = lo*1024, min(hi*1024, len(out))
 		x, y, o := av[lo:hi], bv[lo:hi], out[lo:hi]
@@ -65,7 +66,7 @@ func kdiv(a, b *tensor) *tensor { return binaryKernel(mx.OpDivide, a, b) }
 func kneg(a *tensor) *tensor    { return unaryKernel(mx.OpNegative, a) }
 func kscale(a *tensor, s float32) *tensor {
 	in := a.f32()
-	out := make([]float32, len(in))
+	out := uninit.Float32s(len(in))
 	parallelFor(len(in), 1, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			out[i] = in[i] * s
@@ -103,7 +104,7 @@ func unaryVJP(op mx.UnaryOp, x, out *tensor) func(g *tensor) []*tensor {
 	pointwise := func(df func(x, y float32) float32) func(g *tensor) []*tensor {
 		return one(func(g *tensor) *tensor {
 			xv, yv, gv := x.f32(), out.f32(), g.f32()
-			res := make([]float32, len(gv))
+			res := uninit.Float32s(len(gv))
 			parallelFor(len(gv), 8, func(lo, hi int) {
 				for i := lo; i < hi; i++ {
 					res[i] = gv[i] * df(xv[i], yv[i])
@@ -155,7 +156,7 @@ func unaryVJP(op mx.UnaryOp, x, out *tensor) func(g *tensor) []*tensor {
 		// Reads only x (recomputing tanh), so the forward keeps no temporaries.
 		return one(func(g *tensor) *tensor {
 			xv, gv := x.f32(), g.f32()
-			res := make([]float32, len(gv))
+			res := uninit.Float32s(len(gv))
 			parallelRows(len(gv), func(lo, hi int) { geluGradRows(res[lo:hi], xv[lo:hi], gv[lo:hi]) })
 			return fromF32(x.shape, mx.Float32, res)
 		})
@@ -486,7 +487,7 @@ func rmsNormVJP(x, w *tensor, eps float64) func(g *tensor) []*tensor {
 			}
 			return []*tensor{nil, rmsNormWeightGrad(xv, gv, inv, w, d)}
 		}
-		dx := make([]float32, len(xv))
+		dx := uninit.Float32s(len(xv))
 		// dx row by row, in parallel at any granularity (each row is its own sum).
 		parallelFor(rows, 4*d, func(lo, hi int) {
 			for r := lo; r < hi; r++ {
