@@ -173,16 +173,21 @@ func softmaxLSE(row []float32) float64 {
 // in two so that n·ln2/64 stays exact enough), e^r ≈ 1 + r + r²/2 (error r³/6 < 3e-8),
 // 2^(j/64) from a table and 2^k written straight into the exponent bits: within about
 // one ulp. The loop makes no calls, so consecutive elements overlap in the pipeline.
-func expRow(row []float32, shift float32) float64 {
+func expRow(row []float32, shift float32) float64 { return expInto(row, row, shift) }
+
+// expInto is expRow reading src and writing dst (which may be src): dst[i] =
+// e^(src[i] − shift), returning Σ dst[i] in float64.
+func expInto(dst, src []float32, shift float32) float64 {
 	const (
 		scale = 64 / math.Ln2
 		ln2hi = 0.693359375 / 64
 		ln2lo = -2.12194440e-4 / 64
 	)
-	for i, v := range row {
+	src = src[:len(dst)]
+	for i, v := range src {
 		x := v - shift
 		if x < -87.3 { // e^x below the smallest normal float32 (also x = −∞)
-			row[i] = 0
+			dst[i] = 0
 			continue
 		}
 		// x ≤ 0 here unless shift is not the row's maximum (NaN anywhere), and NaN stays
@@ -191,20 +196,20 @@ func expRow(row []float32, shift float32) float64 {
 		nf := float32(n)
 		r := x - nf*ln2hi - nf*ln2lo
 		p := 1 + r*(1+r*0.5)
-		row[i] = p * exp2Frac[n&63] * math.Float32frombits(uint32(n>>6+127)<<23)
+		dst[i] = p * exp2Frac[n&63] * math.Float32frombits(uint32(n>>6+127)<<23)
 	}
 	// Four partial sums: one float64 chain would cost an add latency per element.
 	var s0, s1, s2, s3 float64
 	i := 0
-	for ; i+4 <= len(row); i += 4 {
-		r := row[i : i+4 : i+4]
+	for ; i+4 <= len(dst); i += 4 {
+		r := dst[i : i+4 : i+4]
 		s0 += float64(r[0])
 		s1 += float64(r[1])
 		s2 += float64(r[2])
 		s3 += float64(r[3])
 	}
-	for ; i < len(row); i++ {
-		s0 += float64(row[i])
+	for ; i < len(dst); i++ {
+		s0 += float64(dst[i])
 	}
 	return (s0 + s1) + (s2 + s3)
 }

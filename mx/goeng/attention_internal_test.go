@@ -2,6 +2,7 @@ package goeng
 
 import (
 	"math"
+	"math/rand/v2"
 	"testing"
 )
 
@@ -50,3 +51,39 @@ func TestExpRow(t *testing.T) {
 
 // row0 is the argument expRow actually exponentiates: (x + shift) − shift in float32.
 func row0(x, shift float32) float32 { return (x + shift) - shift }
+
+// TestLogSumExpRowMatchesFloat64: the log-sum-exp over a vocabulary-sized row, with its
+// exponentials from expInto, is within float32 rounding of the float64 reference, and
+// keeps −∞ rows, +∞ and NaN as before.
+func TestLogSumExpRowMatchesFloat64(t *testing.T) {
+	rng := rand.New(rand.NewPCG(8, 9))
+	for _, n := range []int{1, 3, 1023, 1024, 1025, 8192, 262144} {
+		row := make([]float32, n)
+		for i := range row {
+			row[i] = float32(rng.NormFloat64() * 8)
+		}
+		m := math.Inf(-1)
+		for _, v := range row {
+			m = math.Max(m, float64(v))
+		}
+		var s float64
+		for _, v := range row {
+			s += math.Exp(float64(v) - m)
+		}
+		want := m + math.Log(s)
+		got := float64(logSumExpRow(row))
+		if d := math.Abs(got - want); d > 2e-6*math.Max(1, math.Abs(want)) {
+			t.Errorf("n=%d: logsumexp %v, float64 reference %v (|Δ| %.3g)", n, got, want, d)
+		}
+	}
+	ninf := float32(math.Inf(-1))
+	if got := logSumExpRow([]float32{ninf, ninf}); !math.IsInf(float64(got), -1) {
+		t.Errorf("all −∞: got %v", got)
+	}
+	if got := logSumExpRow([]float32{1, float32(math.Inf(1))}); !math.IsInf(float64(got), 1) {
+		t.Errorf("with +∞: got %v", got)
+	}
+	if got := logSumExpRow([]float32{1, float32(math.NaN()), 2}); got == got {
+		t.Errorf("with NaN: got %v", got)
+	}
+}

@@ -349,13 +349,14 @@ func lseRowGrad(x, out, g *tensor, axes []int) *tensor {
 	if d == 0 || len(ov) != rows || len(gv) != rows {
 		return nil
 	}
-	res := make([]float32, len(xv))
+	res := uninit.Float32s(len(xv))
 	parallelFor(rows, 8*d, func(lo, hi int) {
 		for r := lo; r < hi; r++ {
 			o, gr := ov[r], gv[r]
 			src, dst := xv[r*d:(r+1)*d], res[r*d:(r+1)*d]
-			for i, v := range src {
-				dst[i] = float32(math.Exp(float64(v-o))) * gr
+			expInto(dst, src, o) // as the forward takes its exponentials
+			for i := range dst {
+				dst[i] *= gr
 			}
 		}
 	})
@@ -495,12 +496,23 @@ func rmsNormVJP(x, w *tensor, eps float64) func(g *tensor) []*tensor {
 				ir := float64(rmsInv(row, eps))
 				inv[r] = ir
 				var dot float64
-				for i := range row {
-					gw := float64(grow[i])
-					if wv != nil {
-						gw *= float64(wv[i])
+				if wv == nil {
+					dot = dot4(grow, row)
+				} else {
+					// Σ (g·w)·x in four partial sums, as dot4 forms them.
+					var s0, s1, s2, s3 float64
+					i := 0
+					for ; i+4 <= len(row); i += 4 {
+						g4, w4, x4 := grow[i:i+4:i+4], wv[i:i+4:i+4], row[i:i+4:i+4]
+						s0 += float64(g4[0]) * float64(w4[0]) * float64(x4[0])
+						s1 += float64(g4[1]) * float64(w4[1]) * float64(x4[1])
+						s2 += float64(g4[2]) * float64(w4[2]) * float64(x4[2])
+						s3 += float64(g4[3]) * float64(w4[3]) * float64(x4[3])
 					}
-					dot += gw * float64(row[i])
+					for ; i < len(row); i++ {
+						s0 += float64(grow[i]) * float64(wv[i]) * float64(row[i])
+					}
+					dot = (s0 + s1) + (s2 + s3)
 				}
 				c := ir * ir * ir / float64(d) * dot
 				for i := range row {
