@@ -184,7 +184,18 @@ func expInto(dst, src []float32, shift float32) float64 {
 		ln2lo = -2.12194440e-4 / 64
 	)
 	src = src[:len(dst)]
-	for i, v := range src {
+	// The AVX2 kernel takes the whole multiples of 8 (and their partial sums); the loops
+	// below finish the rest exactly as they would have done it all.
+	var s0, s1, s2, s3 float64
+	start := 0
+	if n8 := len(dst) / 8 * 8; expAVX2 && n8 > 0 {
+		var sums [4]float64
+		expKernel(&dst[0], &src[0], n8, shift, &exp2Frac[0], &sums)
+		s0, s1, s2, s3 = sums[0], sums[1], sums[2], sums[3]
+		start = n8
+	}
+	for i := start; i < len(dst); i++ {
+		v := src[i]
 		x := v - shift
 		if x < -87.3 { // e^x below the smallest normal float32 (also x = −∞)
 			dst[i] = 0
@@ -199,8 +210,7 @@ func expInto(dst, src []float32, shift float32) float64 {
 		dst[i] = p * exp2Frac[n&63] * math.Float32frombits(uint32(n>>6+127)<<23)
 	}
 	// Four partial sums: one float64 chain would cost an add latency per element.
-	var s0, s1, s2, s3 float64
-	i := 0
+	i := start
 	for ; i+4 <= len(dst); i += 4 {
 		r := dst[i : i+4 : i+4]
 		s0 += float64(r[0])

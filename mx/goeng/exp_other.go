@@ -1,0 +1,9 @@
+//go:build !amd64 || purego
+
+package goeng
+
+const expAVX2 = false
+
+func expKernel(dst, src *float32, n int, shift float32, table *float32, sums *[4]float64) {
+	panic("goeng: no exp kernel")
+}
