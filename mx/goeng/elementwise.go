@@ -72,6 +72,22 @@ func binaryF32(op mx.BinaryOp, out []int, as, bs []int, a, b []float32, fn func(
 	sa, sb := broadcastStrides(as, out), broadcastStrides(bs, out)
 	bcastRows(out, sa, sb, func(o, ia, ib, n, da, db int) {
 		dst := res[o : o+n]
+		// The AVX2 kernels take the leading multiple of 8 of a run of add, subtract,
+		// multiply or divide; the loops below do the rest (or all of it without them).
+		switch {
+		case da == 1 && db == 1:
+			if done := vecVV(op, dst, a[ia:ia+n], b[ib:ib+n]); done > 0 {
+				dst, ia, ib, n = dst[done:], ia+done, ib+done, n-done
+			}
+		case da == 1 && db == 0:
+			if done := vecVS(op, dst, a[ia:ia+n], b[ib]); done > 0 {
+				dst, ia, n = dst[done:], ia+done, n-done
+			}
+		case da == 0 && db == 1:
+			if done := vecSV(op, dst, a[ia], b[ib:ib+n]); done > 0 {
+				dst, ib, n = dst[done:], ib+done, n-done
+			}
+		}
 		switch {
 		case da == 1 && db == 1 && arith != nil:
 			arith(dst, a[ia:ia+n], b[ib:ib+n])

@@ -36,6 +36,8 @@ func kmul(a, b *tensor) *tensor {
 	parallelFor(len(out)/1024+1, 1024, func(lo, hi int) {
 		lo, hi = lo*1024, min(hi*1024, len(out))
 		x, y, o := av[lo:hi], bv[lo:hi], out[lo:hi]
+		done := vecVV(mx.OpMultiply, o, x, y)
+		x, y, o = x[done:], y[done:], o[done:]
 		for i := range o {
 			o[i] = x[i] * y[i]
 		}
@@ -55,6 +57,8 @@ func kadd(a, b *tensor) *tensor {
 	parallelFor(len(out)/1024+1, 1024, func(lo, hi int) {
 		lo, hi = lo*1024, min(hi*1024, len(out))
 		x, y, o := av[lo:hi], bv[lo:hi], out[lo:hi]
+		done := vecVV(mx.OpAdd, o, x, y)
+		x, y, o = x[done:], y[done:], o[done:]
 		for i := range o {
 			o[i] = x[i] + y[i]
 		}
@@ -68,7 +72,8 @@ func kscale(a *tensor, s float32) *tensor {
 	in := a.f32()
 	out := uninit.Float32s(len(in))
 	parallelFor(len(in), 1, func(lo, hi int) {
-		for i := lo; i < hi; i++ {
+		done := vecVS(mx.OpMultiply, out[lo:hi], in[lo:hi], s)
+		for i := lo + done; i < hi; i++ {
 			out[i] = in[i] * s
 		}
 	})
