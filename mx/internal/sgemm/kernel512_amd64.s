@@ -123,3 +123,81 @@ zoverwrite:
 	ZSETROW(Z11)
 	VZEROUPPER
 	RET
+
+// ZSTEP6 is one k step of the 6×16 tile in ZMM registers: Z0..Z5 are its rows.
+#define ZSTEP6(boff, off) \
+	VMOVUPS          boff, Z12;          \
+	VFMADD231PS.BCST off+0(SI), Z12, Z0;  \
+	VFMADD231PS.BCST off+4(SI), Z12, Z1;  \
+	VFMADD231PS.BCST off+8(SI), Z12, Z2;  \
+	VFMADD231PS.BCST off+12(SI), Z12, Z3; \
+	VFMADD231PS.BCST off+16(SI), Z12, Z4; \
+	VFMADD231PS.BCST off+20(SI), Z12, Z5
+
+// func kern6x16Z(kc int, a, b *float32, ldb int, c *float32, ldc int, acc bool)
+//
+// kern6x16 with a ZMM register per row: the same operations element for element.
+TEXT ·kern6x16Z(SB), NOSPLIT, $0-49
+	MOVQ kc+0(FP), CX
+	MOVQ a+8(FP), SI
+	MOVQ b+16(FP), DI
+	MOVQ ldb+24(FP), R8
+	SHLQ $2, R8
+	LEAQ (R8)(R8*2), R11
+	MOVQ c+32(FP), DX
+	MOVQ ldc+40(FP), R9
+	SHLQ $2, R9
+
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+
+	MOVQ CX, BX
+	SHRQ $2, BX
+	JZ   z6tail
+
+z6loop4:
+	ZSTEP6((DI), 0)
+	ZSTEP6((DI)(R8*1), 24)
+	ZSTEP6((DI)(R8*2), 48)
+	ZSTEP6((DI)(R11*1), 72)
+	ADDQ $96, SI
+	LEAQ (DI)(R8*4), DI
+	DECQ BX
+	JNZ  z6loop4
+
+z6tail:
+	ANDQ $3, CX
+	JZ   z6store
+
+z6loop1:
+	ZSTEP6((DI), 0)
+	ADDQ $24, SI
+	ADDQ R8, DI
+	DECQ CX
+	JNZ  z6loop1
+
+z6store:
+	CMPB acc+48(FP), $0
+	JEQ  z6overwrite
+	ZADDROW(Z0)
+	ZADDROW(Z1)
+	ZADDROW(Z2)
+	ZADDROW(Z3)
+	ZADDROW(Z4)
+	ZADDROW(Z5)
+	VZEROUPPER
+	RET
+
+z6overwrite:
+	ZSETROW(Z0)
+	ZSETROW(Z1)
+	ZSETROW(Z2)
+	ZSETROW(Z3)
+	ZSETROW(Z4)
+	ZSETROW(Z5)
+	VZEROUPPER
+	RET

@@ -24,7 +24,7 @@ func defaultKernels() kernels {
 	}
 	ks := avx2Kernels()
 	if hasAVX512() {
-		ks.pair = kernelAVX512
+		ks.tile6x16, ks.pair = kernel6x16AVX512, kernelAVX512
 	}
 	return ks
 }
@@ -42,6 +42,23 @@ func kernelAVX512(kc int, a0, a1, b []float32, ldb int, c []float32, ldc int, ac
 	_ = c[(2*mr-1)*ldc+nr-1]
 	kern12x16(kc, &a0[0], &a1[0], &b[0], ldb, &c[0], ldc, acc)
 }
+
+// kernel6x16AVX512 is kernelAVX2 with a ZMM register per tile row.
+func kernel6x16AVX512(kc int, a, b []float32, ldb int, c []float32, ldc int, acc bool) {
+	if kc == 0 {
+		kernelAVX2(kc, a, b, ldb, c, ldc, acc)
+		return
+	}
+	_ = a[kc*mr-1]
+	_ = b[(kc-1)*ldb+nr-1]
+	_ = c[(mr-1)*ldc+nr-1]
+	kern6x16Z(kc, &a[0], &b[0], ldb, &c[0], ldc, acc)
+}
+
+// kern6x16Z is kernel6x16AVX512 without bounds checks; kc must be positive.
+//
+//go:noescape
+func kern6x16Z(kc int, a, b *float32, ldb int, c *float32, ldc int, acc bool)
 
 // kern12x16 is kernelAVX512 without bounds checks; kc must be positive.
 //

@@ -246,6 +246,9 @@ func newPlan(p *problem, ks kernels) plan {
 	// Few rows of A: stream B a row at a time instead of packing it.
 	pl.rows = !pl.skinny && ks.row != nil && p.m <= smallM && p.tb == NoTrans && p.pack == nil
 	pl.unitM, pl.unitN = mr, nr
+	if ks.pair != nil {
+		pl.unitM = 2 * mr // tiles of whole pairs of panels
+	}
 	if pl.rows {
 		pl.unitN = rowUnit
 	}
