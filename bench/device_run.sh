@@ -16,6 +16,8 @@
 #   ITEMS   which groups to run, default "env small bench hf real ckpt"
 #   THREADS thread counts for the small/bench groups, default "2 16"
 #   STEPS   timed steps for small/bench, default 3 (real and ckpt time one step, no warm-up)
+#   NAME    prefix of the probe items' names, default dgtune (to run another build side by
+#           side: PROBE=.devbin/probe-old NAME=dgtune-old ITEMS="small bench")
 # Expected duration on 16 Xeon cores: ~7 minutes (real-geometry checkpoint ~1–2 min of it).
 set -u
 OUT=${OUT:?set OUT to the results directory}
@@ -26,6 +28,7 @@ SCRATCH=${SCRATCH:-$(mktemp -d /tmp/dgtune-dev.XXXXXX)}
 ITEMS=${ITEMS:-"env small bench hf real ckpt"}
 THREADS=${THREADS:-"2 16"}
 STEPS=${STEPS:-3}
+NAME=${NAME:-dgtune} # prefix of the probe items' names (another build: PROBE=… NAME=…)
 PY=${PY:-python3}
 [ -x "$PROBE" ] || { echo "device_run: $PROBE missing: CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o .devbin/probe ./cmd/probe" >&2; exit 2; }
 mkdir -p "$SCRATCH"
@@ -82,6 +85,8 @@ info = {"nproc": os.cpu_count(), "platform": platform.platform()}
 try:
     info["cpu"] = [l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")][0]
     info["mem_total_kb"] = int([l.split()[1] for l in open("/proc/meminfo") if l.startswith("MemTotal")][0])
+    flags = [l.split(":", 1)[1].split() for l in open("/proc/cpuinfo") if l.startswith("flags")][0]
+    info["simd"] = sorted(f for f in flags if f.startswith(("avx", "fma", "amx")))
 except Exception as e:
     info["cpu_error"] = repr(e)
 for mod in ("torch", "transformers", "peft"):
@@ -113,7 +118,7 @@ for preset in small bench; do
 	read -r pl cl <<<"$(geom $preset)"
 	for t in $THREADS; do
 		for bits in 4 0; do
-			item "dgtune/$preset/${pl}x${cl}/bits$bits/threads$t" 240 \
+			item "$NAME/$preset/${pl}x${cl}/bits$bits/threads$t" 240 \
 				env GOMAXPROCS="$t" $(pinargs "$t") "$PROBE" bench --model "$SCRATCH/$preset-$bits" \
 				--prompt-len "$pl" --canvas-len "$cl" --steps "$STEPS" --json
 		done
