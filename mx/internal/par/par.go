@@ -6,6 +6,9 @@
 // for all of them; For cuts a range into contiguous chunks on such a region. Neither
 // decides anything about results: callers split work so that each output element is
 // computed by exactly one worker in a fixed order, so bits never depend on GOMAXPROCS.
+// The workers other than the caller are pooled helper goroutines that spin briefly
+// between regions (see pool.go): that pool and the observer below are the package's only
+// state, and neither is read by any result.
 //
 // An Observer (a profiling hook, off unless a test or benchmark installs one) is told the
 // worker count and wall time of every outermost region, inline ones included (workers 1),
@@ -15,7 +18,6 @@ package par
 
 import (
 	"runtime"
-	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -74,12 +76,7 @@ func Run(workers int, work func()) {
 		work()
 		return
 	}
-	var wg sync.WaitGroup
-	for range workers - 1 {
-		wg.Go(work)
-	}
-	work()
-	wg.Wait()
+	runPooled(workers, work)
 }
 
 // For runs body over [0, n) split into at most GOMAXPROCS contiguous chunks, and no more

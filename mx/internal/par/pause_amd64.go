@@ -1,0 +1,6 @@
+package par
+
+// pause is the x86 spin-wait hint: it lets a hyperthread sibling run while a helper spins.
+//
+//go:noescape
+func pause()
