@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/dgtune/dgtune/mx/internal/par"
+	"github.com/dgtune/dgtune/mx/internal/uninit"
 )
 
 // Trans says whether an operand is stored as the transpose of its logical shape.
@@ -459,9 +460,10 @@ type buffers struct{ a, b, row []float32 }
 
 var bufferPool = sync.Pool{New: func() any { return new(buffers) }}
 
+// grow returns s resized to n, reallocated (unzeroed: see buffers) when too small.
 func grow(s []float32, n int) []float32 {
 	if cap(s) < n {
-		return make([]float32, n)
+		return uninit.Float32s(n)
 	}
 	return s[:n]
 }
