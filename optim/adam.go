@@ -103,6 +103,11 @@ func (o *Adam) Update(params, grads Params) Params {
 func (o *Adam) single(p, g *mx.Array, st []*mx.Array) (*mx.Array, []*mx.Array) {
 	e, dt := g.Engine(), g.DType()
 	b1, b2 := o.cfg.Betas[0], o.cfg.Betas[1]
+	if dt == mx.Float32 && !o.cfg.BiasCorrection {
+		if np, ns, ok := o.fused(p, g, st); ok {
+			return np, ns
+		}
+	}
 	lr := learningRate(e, o.lr, dt)
 	if o.cfg.WeightDecay != 0 {
 		p = mx.Multiply(p, mx.Subtract(mx.Scalar(e, 1, dt), mx.MulScalar(lr, o.cfg.WeightDecay)))
@@ -122,4 +127,28 @@ func (o *Adam) single(p, g *mx.Array, st []*mx.Array) (*mx.Array, []*mx.Array) {
 	num := mx.Multiply(c1, m)
 	den := mx.AddScalar(mx.Multiply(mx.Sqrt(v), c2), o.cfg.Eps)
 	return mx.Subtract(p, mx.Divide(num, den)), []*mx.Array{m, v}
+}
+
+// fused is single through the engine's one-pass update (mx.AdamStep), when it has one,
+// for float32 without bias correction: the same float32 operations on the same scalars,
+// so the same bits. Each scalar below is the value the composition's scalar array holds.
+func (o *Adam) fused(p, g *mx.Array, st []*mx.Array) (*mx.Array, []*mx.Array, bool) {
+	b1, b2 := o.cfg.Betas[0], o.cfg.Betas[1]
+	lr := float32(o.lr) // learningRate: the rate as float32
+	c := mx.AdamConstants{
+		LR: lr,
+		B1: float32(b1), OneMinusB1: float32(1 - b1),
+		B2: float32(b2), OneMinusB2: float32(1 - b2),
+		Eps: float32(o.cfg.Eps),
+	}
+	if wd := o.cfg.WeightDecay; wd != 0 {
+		// 1 − lr·wd as Subtract(1, MulScalar(lr, wd)) rounds it: the conversion keeps
+		// the product from fusing into the subtraction.
+		c.HasDecay, c.Decay = true, 1-float32(lr*float32(wd))
+	}
+	np, nm, nv, ok := mx.AdamStep(p, g, st[0], st[1], c)
+	if !ok {
+		return nil, nil, false
+	}
+	return np, []*mx.Array{nm, nv}, true
 }

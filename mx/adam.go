@@ -1,0 +1,61 @@
+package mx
+
+// AdamStepper is the optional capability of an engine that applies one Adam(W) update
+// (without bias correction) to a float32 parameter in one pass over its elements, in
+// place of the dozen elementwise ops of the composition
+//
+//	p' = p·decay                      (only with HasDecay)
+//	m' = m·β1 + g·(1−β1)
+//	v' = v·β2 + g²·(1−β2)
+//	p" = p' − lr·m' / (√v' + eps)
+//
+// with every intermediate rounded to float32 exactly as those ops round it, so the
+// result is bitwise the composition's. A step of LoRA training updates a hundred small
+// adapter matrices: on the go engine each op of the composition costs far more in
+// setup than in arithmetic, and a many-core machine waits on them one by one. The mlx
+// engine does not have it (MLX's own ops are the reference there).
+type AdamStepper interface {
+	AdamStep(p, g, m, v Handle, c AdamConstants) (newP, newM, newV Handle)
+}
+
+// AdamConstants are the float32 scalars of AdamStepper's composition, each the value
+// the composition's scalar arrays hold.
+type AdamConstants struct {
+	LR             float32 // lr
+	HasDecay       bool
+	Decay          float32 // 1 − lr·wd, as float32 ops
+	B1, OneMinusB1 float32
+	B2, OneMinusB2 float32
+	Eps            float32
+}
+
+// AdamStep applies the fused update when the engine has it and the arrays are float32 of
+// one shape (ok false otherwise: compose the ops). The results are new arrays.
+func AdamStep(p, g, m, v *Array, c AdamConstants) (newP, newM, newV *Array, ok bool) {
+	s, has := p.e.(AdamStepper)
+	if !has {
+		return nil, nil, nil, false
+	}
+	for _, a := range []*Array{g, m, v} {
+		if a.e != p.e || a.DType() != Float32 || !sameShape(a.Shape(), p.Shape()) {
+			return nil, nil, nil, false
+		}
+	}
+	if p.DType() != Float32 {
+		return nil, nil, nil, false
+	}
+	hp, hm, hv := s.AdamStep(p.h, g.h, m.h, v.h, c)
+	return Wrap(p.e, hp), Wrap(p.e, hm), Wrap(p.e, hv), true
+}
+
+func sameShape(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
