@@ -305,7 +305,10 @@ var sharedAPool = sync.Pool{New: func() any { return new([]float32) }}
 // once, in parallel over (plan, k-block), before any tile runs; each element is packed
 // exactly as the tile would have packed it.
 func shareA(plans []plan, workers int) {
-	type job struct{ pl, pc int }
+	// A job is one k-block of rows i0..i0+shareRows of one plan, so that even a product
+	// of one or two k-blocks packs on many goroutines.
+	const shareRows = 8 * mr
+	type job struct{ pl, pc, i0 int }
 	var jobs []job
 	for i := range plans {
 		pl := &plans[i]
@@ -316,7 +319,9 @@ func shareA(plans []plan, workers int) {
 		*buf = grow(*buf, roundUp(pl.m, mr)*pl.k)
 		pl.packedA = buf
 		for pc := 0; pc < pl.k; pc += pl.kc {
-			jobs = append(jobs, job{i, pc})
+			for i0 := 0; i0 < pl.m; i0 += shareRows {
+				jobs = append(jobs, job{i, pc, i0})
+			}
 		}
 	}
 	if len(jobs) == 0 {
@@ -330,9 +335,10 @@ func shareA(plans []plan, workers int) {
 				return
 			}
 			pl := &plans[jobs[j].pl]
-			pc := jobs[j].pc
+			pc, i0 := jobs[j].pc, jobs[j].i0
 			kb := min(pl.kc, pl.k-pc)
-			packA((*pl.packedA)[pl.aBlockOffset(pc):], pl.a, pl.lda, pl.ta, 0, pl.m, pc, kb)
+			// Panel i0/mr of the block starts i0·kb floats in (panels are mr·kb long).
+			packA((*pl.packedA)[pl.aBlockOffset(pc)+i0*kb:], pl.a, pl.lda, pl.ta, i0, min(shareRows, pl.m-i0), pc, kb)
 		}
 	}
 	par.Run(min(workers, len(jobs)), work)
