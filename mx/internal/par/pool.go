@@ -1,7 +1,9 @@
 package par
 
 import (
+	"os"
 	"runtime"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,7 +23,12 @@ import (
 // spinFor is how long an idle helper (and a caller waiting for its helpers) spins before
 // parking: longer than the serial stretch between most regions of a step, short enough
 // that an idle process stops burning cores almost at once.
-const spinFor = 200 * time.Microsecond
+var spinFor = func() time.Duration {
+	if v, err := strconv.Atoi(os.Getenv("GOENG_SPIN_US")); err == nil {
+		return time.Duration(v) * time.Microsecond
+	}
+	return 200 * time.Microsecond
+}()
 
 // Helper states.
 const (
@@ -50,50 +57,67 @@ func (r *region) finish() {
 	}
 }
 
-// pool holds the idle helpers, most recently idle last (they are the likeliest to be
-// still spinning). It is the process's pool of threads, as the Go runtime's own is: it
-// holds no results and nothing a result depends on.
-var pool struct {
+// helpers lists every helper goroutine started so far, as a copy-on-write slice (grown
+// under mu). Callers claim idle ones with a compare-and-swap on their state and helpers
+// free themselves with a store, so no lock is shared between a region's goroutines. It
+// is the process's pool of threads, as the Go runtime's own is: it holds no results and
+// nothing a result depends on.
+var helpers struct {
 	mu   sync.Mutex
-	idle []*helper
+	list atomic.Pointer[[]*helper]
 }
 
-// take removes up to n idle helpers from the pool.
-func take(n int) []*helper {
-	pool.mu.Lock()
-	defer pool.mu.Unlock()
-	k := min(n, len(pool.idle))
-	got := make([]*helper, k)
-	copy(got, pool.idle[len(pool.idle)-k:])
-	pool.idle = pool.idle[:len(pool.idle)-k]
+// claim gives r to up to n helpers, spinning ones first, then parked ones (woken), and
+// returns how many it found.
+func claim(r *region, n int) int {
+	list := helpers.list.Load()
+	if list == nil || n == 0 {
+		return 0
+	}
+	got := 0
+	for _, from := range []int32{idle, parked} {
+		for _, h := range *list {
+			if got == n {
+				return got
+			}
+			// A plain load first: a failed compare-and-swap still takes the line exclusively.
+			if h.state.Load() == from && h.state.CompareAndSwap(from, busy) {
+				h.job.Store(r)
+				if from == parked {
+					h.wake <- struct{}{}
+				}
+				got++
+			}
+		}
+	}
 	return got
 }
 
-func put(h *helper) {
-	pool.mu.Lock()
-	pool.idle = append(pool.idle, h)
-	pool.mu.Unlock()
-}
-
-// start gives r to h: the job is stored before the state changes, so a helper that sees
-// busy (or is woken) always finds it.
-func (h *helper) start(r *region) {
+// spawn starts a new helper on r and adds it to the list.
+func spawn(r *region) {
+	h := &helper{wake: make(chan struct{}, 1)}
+	h.state.Store(busy)
 	h.job.Store(r)
-	if h.state.Swap(busy) == parked {
-		h.wake <- struct{}{}
+	helpers.mu.Lock()
+	var list []*helper
+	if old := helpers.list.Load(); old != nil {
+		list = append(list, *old...)
 	}
+	list = append(list, h)
+	helpers.list.Store(&list)
+	helpers.mu.Unlock()
+	go h.loop()
 }
 
-// loop is a helper's life: run the region it was given, go back to the pool, spin for the
-// next one, park when none comes.
-func (h *helper) loop(r *region) {
+// loop is a helper's life: run the region it was given, become claimable again, spin for
+// the next one, park when none comes.
+func (h *helper) loop() {
 	for {
+		r := h.next()
 		r.work()
-		r.finish()
-		h.job.Store(nil)
+		h.job.Store(nil) // before idle: a caller stores the next job only after claiming
 		h.state.Store(idle)
-		put(h)
-		r = h.next()
+		r.finish()
 	}
 }
 
@@ -105,11 +129,11 @@ func (h *helper) next() *region {
 			if r := h.job.Load(); r != nil {
 				return r
 			}
-			if i%64 == 63 {
-				if time.Now().After(deadline) {
-					break
-				}
-				runtime.Gosched() // let anything runnable on this thread's queue go first
+			// No runtime.Gosched here: fifteen spinners yielding every few microseconds
+			// queue on the scheduler's global lock and slow the goroutine doing the work.
+			// A spinner holds its thread for spinFor at most, then parks.
+			if i%64 == 63 && time.Now().After(deadline) {
+				break
 			}
 			pause()
 		}
@@ -117,8 +141,7 @@ func (h *helper) next() *region {
 	if h.state.CompareAndSwap(idle, parked) {
 		<-h.wake
 	}
-	// Either woken, or a caller made the helper busy while it was about to park: the job
-	// was stored first.
+	// Either woken, or claimed while about to park: the job follows the claim at once.
 	for {
 		if r := h.job.Load(); r != nil {
 			return r
@@ -130,21 +153,15 @@ func (h *helper) next() *region {
 // spinning says whether spinning can pay: only when every goroutine of a region can have
 // a core of its own. Oversubscribed (GOMAXPROCS above the core count), a spinning helper
 // would take the cores the work needs.
-func spinning() bool { return runtime.GOMAXPROCS(0) <= runtime.NumCPU() }
+func spinning() bool { return spinFor > 0 && runtime.GOMAXPROCS(0) <= runtime.NumCPU() }
 
-// runPooled runs work on the caller and workers−1 helpers (pooled where idle, fresh
+// runPooled runs work on the caller and workers−1 helpers (claimed where idle, started
 // otherwise) and returns when all have returned.
 func runPooled(workers int, work func()) {
 	r := &region{work: work, done: make(chan struct{})}
 	r.pending.Store(int32(workers - 1))
-	helpers := take(workers - 1)
-	for _, h := range helpers {
-		h.start(r)
-	}
-	for range workers - 1 - len(helpers) {
-		h := &helper{wake: make(chan struct{}, 1)}
-		h.state.Store(busy)
-		go h.loop(r)
+	for range workers - 1 - claim(r, workers-1) {
+		spawn(r)
 	}
 	work()
 	if spinning() {
