@@ -15,7 +15,8 @@
 # fresh directory under /tmp; the real checkpoint is ~14.2 GB), never to $OUT. Environment knobs:
 #   ITEMS   which groups to run, default "env small bench hf real ckpt"
 #   THREADS thread counts for the small/bench groups, default "2 16"
-#   STEPS   timed steps for small/bench, default 3 (real and ckpt time one step, no warm-up)
+#   STEPS   timed steps for small/bench, default 3 (real times one step after one warm-up;
+#           ckpt one step without warm-up, for its peak RSS)
 #   NAME    prefix of the probe items' names, default dgtune (to run another build side by
 #           side: PROBE=.devbin/probe-old NAME=dgtune-old ITEMS="small bench")
 # Expected duration on 16 Xeon cores: ~7 minutes (real-geometry checkpoint ~1–2 min of it).
@@ -153,8 +154,10 @@ print(json.dumps({"seconds": round(time.time() - t0, 1), "disk_bytes": size, "st
 fi
 
 if want real; then
+	# One warm-up step first: the timed step is a training step in steady state (the first
+	# one also faults the 14 GB of mapped weights in and grows the heap, ~6 s more).
 	item "dgtune/real/128x256/bits4/threads16" 420 env GOMAXPROCS=16 "$PROBE" bench --model "$REAL" \
-		--prompt-len 128 --canvas-len 256 --steps 1 --warmup 0 --json
+		--prompt-len 128 --canvas-len 256 --steps 1 --warmup 1 --json
 	item "estimate/real/128x256/bits4" 60 "$PROBE" estimate --model "$REAL" --prompt-len 128 --canvas-len 256 --json
 fi
 
