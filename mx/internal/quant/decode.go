@@ -20,6 +20,14 @@ func decodeT8x8Go(bits int, words []uint32, wstride int, sc, bi *[8]float32, dst
 	}
 }
 
+// decodeT8x8RunGo is n calls of decodeT8x8Go on consecutive blocks along k: block b
+// reads each row's codes 8b..8b+7 and writes dst rows 8b..8b+7.
+func decodeT8x8RunGo(bits int, words []uint32, wstride int, sc, bi *[8]float32, dst []float32, ldd, n int) {
+	for b := range n {
+		decodeT8x8Go(bits, words[b*bits/4:], wstride, sc, bi, dst[8*b*ldd:], ldd)
+	}
+}
+
 // decodeN16Go dequantizes n runs of 16 consecutive 4- or 8-bit codes of one group (the
 // runs consecutive in words) into dst[i·stride + j] = sc·code + bi, each product rounded
 // on its own as the lookup tables of packN compute it.
@@ -33,5 +41,12 @@ func decodeN16Go(bits int, words []uint32, sc, bi float32, dst []float32, stride
 			c := w[j/per] >> (bits * (j % per)) & mask
 			d[j] = float32(sc*float32(c)) + bi
 		}
+	}
+}
+
+// decodeN16RowsGo is decodeN16Go for rows consecutive rows of W (see decodeN16Rows).
+func decodeN16RowsGo(bits int, words []uint32, wpr int, scales, biases []float32, ng int, dst []float32, stride, n, rows int) {
+	for r := range rows {
+		decodeN16Go(bits, words[r*wpr:], scales[r*ng], biases[r*ng], dst[r*16:], stride, n)
 	}
 }

@@ -7,44 +7,56 @@ import "golang.org/x/sys/cpu"
 var hasAVX2 = cpu.X86.HasAVX2
 
 //go:noescape
-func decodeT4AVX2(words *uint32, wstride int, sc, bi *float32, dst *float32, ldd int)
+func decodeT4AVX2(words *uint32, wstride int, sc, bi *float32, dst *float32, ldd, n int)
 
 //go:noescape
-func decodeT8AVX2(words *uint32, wstride int, sc, bi *float32, dst *float32, ldd int)
+func decodeT8AVX2(words *uint32, wstride int, sc, bi *float32, dst *float32, ldd, n int)
 
-// decodeT8x8 is decodeT8x8Go through AVX2 where the CPU has it (same values: the
-// assembly multiplies then adds, rounding twice, as the Go code does).
-func decodeT8x8(bits int, words []uint32, wstride int, sc, bi *[8]float32, dst []float32, ldd int) {
-	if !hasAVX2 {
-		decodeT8x8Go(bits, words, wstride, sc, bi, dst, ldd)
+// decodeT8x8Run decodes n consecutive 8×8 blocks along k that share one group's scales
+// (block b: codes 8b..8b+7 of each row, written to dst rows 8b..8b+7), as n calls of
+// decodeT8x8Go would; through AVX2 where the CPU has it (same values: the assembly
+// multiplies then adds, rounding twice, as the Go code does), in one call.
+func decodeT8x8Run(bits int, words []uint32, wstride int, sc, bi *[8]float32, dst []float32, ldd, n int) {
+	if n <= 0 {
 		return
 	}
-	_ = words[7*wstride+bits/4-1]
-	_ = dst[7*ldd+7]
+	if !hasAVX2 {
+		decodeT8x8RunGo(bits, words, wstride, sc, bi, dst, ldd, n)
+		return
+	}
+	_ = words[7*wstride+n*bits/4-1]
+	_ = dst[(8*n-1)*ldd+7]
 	if bits == 4 {
-		decodeT4AVX2(&words[0], wstride, &sc[0], &bi[0], &dst[0], ldd)
+		decodeT4AVX2(&words[0], wstride, &sc[0], &bi[0], &dst[0], ldd, n)
 	} else {
-		decodeT8AVX2(&words[0], wstride, &sc[0], &bi[0], &dst[0], ldd)
+		decodeT8AVX2(&words[0], wstride, &sc[0], &bi[0], &dst[0], ldd, n)
 	}
 }
 
 //go:noescape
-func decodeN4AVX2(words *uint32, sc, bi float32, dst *float32, stride, n int)
+func decodeN4AVX2(words *uint32, wpr int, sc, bi *float32, ng int, dst *float32, stride, n, rows int)
 
 //go:noescape
-func decodeN8AVX2(words *uint32, sc, bi float32, dst *float32, stride, n int)
+func decodeN8AVX2(words *uint32, wpr int, sc, bi *float32, ng int, dst *float32, stride, n, rows int)
 
-// decodeN16 is decodeN16Go through AVX2 where the CPU has it (same values).
-func decodeN16(bits int, words []uint32, sc, bi float32, dst []float32, stride, n int) {
-	if !hasAVX2 || n <= 0 {
-		decodeN16Go(bits, words, sc, bi, dst, stride, n)
+// decodeN16Rows is decodeN16Go for rows consecutive rows of W — row r's words at
+// words[r·wpr:], its group's scale and bias at scales[r·ng] and biases[r·ng], its panel
+// rows at dst[r·16:] — through AVX2 where the CPU has it (same values), in one call.
+func decodeN16Rows(bits int, words []uint32, wpr int, scales, biases []float32, ng int, dst []float32, stride, n, rows int) {
+	if n <= 0 || rows <= 0 {
 		return
 	}
-	_ = words[n*bits/2-1]
-	_ = dst[(n-1)*stride+15]
+	if !hasAVX2 {
+		decodeN16RowsGo(bits, words, wpr, scales, biases, ng, dst, stride, n, rows)
+		return
+	}
+	_ = words[(rows-1)*wpr+n*bits/2-1]
+	_ = scales[(rows-1)*ng]
+	_ = biases[(rows-1)*ng]
+	_ = dst[(rows-1)*16+(n-1)*stride+15]
 	if bits == 4 {
-		decodeN4AVX2(&words[0], sc, bi, &dst[0], stride, n)
+		decodeN4AVX2(&words[0], wpr, &scales[0], &biases[0], ng, &dst[0], stride, n, rows)
 	} else {
-		decodeN8AVX2(&words[0], sc, bi, &dst[0], stride, n)
+		decodeN8AVX2(&words[0], wpr, &scales[0], &biases[0], ng, &dst[0], stride, n, rows)
 	}
 }

@@ -63,23 +63,27 @@ GLOBL mask4<>(SB), RODATA|NOPTR, $4
 	VMOVUPS    Y14, (DI);         \
 	VMOVUPS    Y15, (DI)(BX*1)
 
-// func decodeT4AVX2(words *uint32, wstride int, sc, bi *float32, dst *float32, ldd int)
+// func decodeT4AVX2(words *uint32, wstride int, sc, bi *float32, dst *float32, ldd, n int)
 //
-// Row i (i < 8) holds one word at words[i·wstride]: its eight 4-bit codes are
-// dequantized with sc[i], bi[i] and written down column i of dst:
-// dst[q·ldd + i] = sc[i]·code_q + bi[i].
-TEXT ·decodeT4AVX2(SB), NOSPLIT, $0-48
-	MOVQ words+0(FP), SI
+// n consecutive 8×8 blocks along k (one group's scales): in block b, row i (i < 8) holds
+// one word at words[i·wstride + b]; its eight 4-bit codes are dequantized with sc[i],
+// bi[i] and written down column i of dst: dst[(8b + q)·ldd + i] = sc[i]·code_q + bi[i].
+TEXT ·decodeT4AVX2(SB), NOSPLIT, $0-56
+	MOVQ words+0(FP), R10
 	MOVQ wstride+8(FP), AX
 	SHLQ $2, AX
 	MOVQ sc+16(FP), R8
 	MOVQ bi+24(FP), R9
-	MOVQ dst+32(FP), DI
+	MOVQ dst+32(FP), R11
 	MOVQ ldd+40(FP), BX
 	SHLQ $2, BX
+	MOVQ n+48(FP), CX
 	VMOVDQU      shifts4<>(SB), Y8
 	VPBROADCASTD mask4<>(SB), Y9
 
+t4block:
+	MOVQ R10, SI
+	MOVQ R11, DI
 	VPBROADCASTD (SI), Y0
 	VPBROADCASTD (SI)(AX*1), Y1
 	LEAQ         (SI)(AX*2), SI
@@ -116,23 +120,33 @@ TEXT ·decodeT4AVX2(SB), NOSPLIT, $0-48
 	DEQ(6, Y6)
 	DEQ(7, Y7)
 	TRANSPOSE_STORE
+	VPBROADCASTD mask4<>(SB), Y9 // the transpose used Y8–Y15
+	VMOVDQU      shifts4<>(SB), Y8
+	ADDQ         $4, R10
+	LEAQ         (R11)(BX*8), R11
+	DECQ         CX
+	JNZ          t4block
 	VZEROUPPER
 	RET
 
-// func decodeT8AVX2(words *uint32, wstride int, sc, bi *float32, dst *float32, ldd int)
+// func decodeT8AVX2(words *uint32, wstride int, sc, bi *float32, dst *float32, ldd, n int)
 //
-// decodeT4AVX2 for 8-bit codes: row i's eight codes are the eight bytes at
-// words[i·wstride] (two words).
-TEXT ·decodeT8AVX2(SB), NOSPLIT, $0-48
-	MOVQ words+0(FP), SI
+// decodeT4AVX2 for 8-bit codes: in block b, row i's eight codes are the eight bytes at
+// words[i·wstride + 2b] (two words).
+TEXT ·decodeT8AVX2(SB), NOSPLIT, $0-56
+	MOVQ words+0(FP), R10
 	MOVQ wstride+8(FP), AX
 	SHLQ $2, AX
 	MOVQ sc+16(FP), R8
 	MOVQ bi+24(FP), R9
-	MOVQ dst+32(FP), DI
+	MOVQ dst+32(FP), R11
 	MOVQ ldd+40(FP), BX
 	SHLQ $2, BX
+	MOVQ n+48(FP), CX
 
+t8block:
+	MOVQ R10, SI
+	MOVQ R11, DI
 	VPMOVZXBD (SI), Y0
 	VPMOVZXBD (SI)(AX*1), Y1
 	LEAQ      (SI)(AX*2), SI
@@ -153,23 +167,39 @@ TEXT ·decodeT8AVX2(SB), NOSPLIT, $0-48
 	DEQ(6, Y6)
 	DEQ(7, Y7)
 	TRANSPOSE_STORE
+	ADDQ $8, R10
+	LEAQ (R11)(BX*8), R11
+	DECQ CX
+	JNZ  t8block
 	VZEROUPPER
 	RET
 
-// func decodeN4AVX2(words *uint32, sc, bi float32, dst *float32, stride, n int)
+// func decodeN4AVX2(words *uint32, wpr int, sc, bi *float32, ng int, dst *float32, stride, n, rows int)
 //
-// n panel rows of 16 consecutive 4-bit codes (two words each, consecutive in words) of
-// one group: dst[i·stride + j] = sc·code_{16i+j} + bi, a multiply then an add.
-TEXT ·decodeN4AVX2(SB), NOSPLIT, $0-40
-	MOVQ         words+0(FP), SI
-	VBROADCASTSS sc+8(FP), Y10
-	VBROADCASTSS bi+12(FP), Y11
-	MOVQ         dst+16(FP), DI
-	MOVQ         stride+24(FP), BX
+// rows rows of W (row r's words at words + r·wpr, its scale and bias at sc[r·ng], bi[r·ng]),
+// each n panel rows of 16 consecutive 4-bit codes (two words each, consecutive in words) of
+// one group: dst[r·16 + i·stride + j] = sc·code_{16i+j} + bi, a multiply then an add.
+TEXT ·decodeN4AVX2(SB), NOSPLIT, $0-72
+	MOVQ         words+0(FP), R10
+	MOVQ         wpr+8(FP), R12
+	SHLQ         $2, R12
+	MOVQ         sc+16(FP), R8
+	MOVQ         bi+24(FP), R9
+	MOVQ         ng+32(FP), R13
+	SHLQ         $2, R13
+	MOVQ         dst+40(FP), R11
+	MOVQ         stride+48(FP), BX
 	SHLQ         $2, BX
-	MOVQ         n+32(FP), CX
+	MOVQ         rows+64(FP), DX
 	VMOVDQU      shifts4<>(SB), Y8
 	VPBROADCASTD mask4<>(SB), Y9
+
+n4row:
+	VBROADCASTSS (R8), Y10
+	VBROADCASTSS (R9), Y11
+	MOVQ         R10, SI
+	MOVQ         R11, DI
+	MOVQ         n+56(FP), CX
 
 n4loop:
 	VPBROADCASTD (SI), Y0
@@ -190,20 +220,37 @@ n4loop:
 	ADDQ         BX, DI
 	DECQ         CX
 	JNZ          n4loop
+	ADDQ         R12, R10
+	ADDQ         R13, R8
+	ADDQ         R13, R9
+	ADDQ         $64, R11
+	DECQ         DX
+	JNZ          n4row
 	VZEROUPPER
 	RET
 
-// func decodeN8AVX2(words *uint32, sc, bi float32, dst *float32, stride, n int)
+// func decodeN8AVX2(words *uint32, wpr int, sc, bi *float32, ng int, dst *float32, stride, n, rows int)
 //
 // decodeN4AVX2 for 8-bit codes: a panel row's 16 codes are 16 consecutive bytes.
-TEXT ·decodeN8AVX2(SB), NOSPLIT, $0-40
-	MOVQ         words+0(FP), SI
-	VBROADCASTSS sc+8(FP), Y10
-	VBROADCASTSS bi+12(FP), Y11
-	MOVQ         dst+16(FP), DI
-	MOVQ         stride+24(FP), BX
-	SHLQ         $2, BX
-	MOVQ         n+32(FP), CX
+TEXT ·decodeN8AVX2(SB), NOSPLIT, $0-72
+	MOVQ words+0(FP), R10
+	MOVQ wpr+8(FP), R12
+	SHLQ $2, R12
+	MOVQ sc+16(FP), R8
+	MOVQ bi+24(FP), R9
+	MOVQ ng+32(FP), R13
+	SHLQ $2, R13
+	MOVQ dst+40(FP), R11
+	MOVQ stride+48(FP), BX
+	SHLQ $2, BX
+	MOVQ rows+64(FP), DX
+
+n8row:
+	VBROADCASTSS (R8), Y10
+	VBROADCASTSS (R9), Y11
+	MOVQ         R10, SI
+	MOVQ         R11, DI
+	MOVQ         n+56(FP), CX
 
 n8loop:
 	VPMOVZXBD (SI), Y0
@@ -220,5 +267,11 @@ n8loop:
 	ADDQ      BX, DI
 	DECQ      CX
 	JNZ       n8loop
+	ADDQ      R12, R10
+	ADDQ      R13, R8
+	ADDQ      R13, R9
+	ADDQ      $64, R11
+	DECQ      DX
+	JNZ       n8row
 	VZEROUPPER
 	RET

@@ -2,10 +2,10 @@
 
 package quant
 
-func decodeT8x8(bits int, words []uint32, wstride int, sc, bi *[8]float32, dst []float32, ldd int) {
-	decodeT8x8Go(bits, words, wstride, sc, bi, dst, ldd)
+func decodeT8x8Run(bits int, words []uint32, wstride int, sc, bi *[8]float32, dst []float32, ldd, n int) {
+	decodeT8x8RunGo(bits, words, wstride, sc, bi, dst, ldd, n)
 }
 
-func decodeN16(bits int, words []uint32, sc, bi float32, dst []float32, stride, n int) {
-	decodeN16Go(bits, words, sc, bi, dst, stride, n)
+func decodeN16Rows(bits int, words []uint32, wpr int, scales, biases []float32, ng int, dst []float32, stride, n, rows int) {
+	decodeN16RowsGo(bits, words, wpr, scales, biases, ng, dst, stride, n, rows)
 }

@@ -32,10 +32,11 @@ func TestPackT8x8MatchesRows(t *testing.T) {
 	}
 }
 
-// TestDecodeT8x8: the assembly decoder (where built) equals the portable one.
-func TestDecodeT8x8(t *testing.T) {
+// TestDecodeT8x8Run: the assembly decoder (where built) equals the portable one, for one
+// block and for runs of several along k.
+func TestDecodeT8x8Run(t *testing.T) {
 	rng := rand.New(rand.NewPCG(43, 44))
-	const wstride, ldd = 5, 11
+	const wstride, ldd = 17, 11
 	words := make([]uint32, 8*wstride)
 	for i := range words {
 		words[i] = rng.Uint32()
@@ -45,11 +46,16 @@ func TestDecodeT8x8(t *testing.T) {
 		sc[i], bi[i] = float32(rng.NormFloat64()), float32(rng.NormFloat64())
 	}
 	for _, bits := range []int{4, 8} {
-		got, want := nans(7*ldd+8), nans(7*ldd+8)
-		decodeT8x8(bits, words, wstride, &sc, &bi, got, ldd)
-		decodeT8x8Go(bits, words, wstride, &sc, &bi, want, ldd)
-		if !slices.Equal(bitsOf(got), bitsOf(want)) {
-			t.Fatalf("%d bits: %v, want %v", bits, got, want)
+		for _, n := range []int{1, 2, 5, 8} {
+			size := (8*n-1)*ldd + 8
+			got, want := nans(size), nans(size)
+			decodeT8x8Run(bits, words, wstride, &sc, &bi, got, ldd, n)
+			for b := range n {
+				decodeT8x8Go(bits, words[b*bits/4:], wstride, &sc, &bi, want[8*b*ldd:], ldd)
+			}
+			if !slices.Equal(bitsOf(got), bitsOf(want)) {
+				t.Fatalf("%d bits, %d blocks: %v, want %v", bits, n, got, want)
+			}
 		}
 	}
 }
@@ -87,17 +93,28 @@ func TestPackN16MatchesSlow(t *testing.T) {
 			}
 		}
 	}
-	// The assembly (where built) against the portable decoder.
-	words := make([]uint32, 64)
+	// The assembly (where built) against the portable decoder, for one row and several
+	// (rows 48 words apart, scales 3 apart; panel rows 16 floats apart inside a panel of
+	// stride 7·16·… ).
+	const wpr, ng, stride = 48, 3, 7 * 16 * 5
+	words := make([]uint32, 6*wpr)
 	for i := range words {
 		words[i] = rng.Uint32()
 	}
+	scales, biases := make([]float32, 6*ng), make([]float32, 6*ng)
+	for i := range scales {
+		scales[i], biases[i] = float32(rng.NormFloat64()), float32(rng.NormFloat64())
+	}
 	for _, bits := range []int{4, 8} {
-		got, want := nans(3*40+16), nans(3*40+16)
-		decodeN16(bits, words, 0.37, -1.25, got, 40, 4)
-		decodeN16Go(bits, words, 0.37, -1.25, want, 40, 4)
-		if !slices.Equal(bitsOf(got), bitsOf(want)) {
-			t.Fatalf("%d bits: decodeN16 differs from decodeN16Go", bits)
+		for _, rows := range []int{1, 2, 5} {
+			got, want := nans(4*stride+16), nans(4*stride+16)
+			decodeN16Rows(bits, words, wpr, scales, biases, ng, got, stride, 4, rows)
+			for r := range rows {
+				decodeN16Go(bits, words[r*wpr:], scales[r*ng], biases[r*ng], want[r*16:], stride, 4)
+			}
+			if !slices.Equal(bitsOf(got), bitsOf(want)) {
+				t.Fatalf("%d bits, %d rows: decodeN16Rows differs from decodeN16Go", bits, rows)
+			}
 		}
 	}
 }

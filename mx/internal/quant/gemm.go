@@ -104,15 +104,16 @@ func (w qmat) packT8x8(dst []float32, pc, kb, j0, nt int) {
 		n8 := nn / 8 * 8
 		for jb := 0; jb < n8; jb += 8 {
 			r0 := j0 + jr + jb
-			for p := 0; p < kb; p += 8 {
+			// One call per group: its blocks share the eight rows' scales.
+			for p := 0; p < kb; {
 				k := pc + p
 				g := k / gs
-				if p == 0 || k%gs == 0 {
-					for i := range 8 {
-						sc[i], bi[i] = w.scales[(r0+i)*w.ng+g], w.biases[(r0+i)*w.ng+g]
-					}
+				for i := range 8 {
+					sc[i], bi[i] = w.scales[(r0+i)*w.ng+g], w.biases[(r0+i)*w.ng+g]
 				}
-				decodeT8x8(bits, w.packed[r0*w.wpr+k*bits/32:], w.wpr, &sc, &bi, panel[p*pw+jb:], pw)
+				n := (min((g+1)*gs, pc+kb) - k) / 8
+				decodeT8x8Run(bits, w.packed[r0*w.wpr+k*bits/32:], w.wpr, &sc, &bi, panel[p*pw+jb:], pw, n)
+				p += 8 * n
 			}
 		}
 		if n8 < nn {
@@ -189,18 +190,18 @@ func (w qmat) packN16(dst []float32, pc, kb, j0, nt int) {
 	gs, bits := w.p.GroupSize, w.p.Bits
 	np := (nt + pw - 1) / pw
 	stride := kb * pw
-	for p := range kb {
-		r := pc + p
-		words := w.packed[r*w.wpr : (r+1)*w.wpr]
-		scales, biases := w.scales[r*w.ng:(r+1)*w.ng], w.biases[r*w.ng:(r+1)*w.ng]
-		for q := 0; q < np; {
-			c := j0 + q*pw
-			g := c / gs
-			n := min(np-q, ((g+1)*gs-c)/pw) // panels left in this group
-			decodeN16(bits, words[c*bits/32:], scales[g], biases[g], dst[q*stride+p*pw:], stride, n)
-			q += n
-		}
-		if nn := nt - (np-1)*pw; nn < pw {
+	// One call per group of panels, over all kb rows: a row's panels in one group share
+	// its scale.
+	for q := 0; q < np; {
+		c := j0 + q*pw
+		g := c / gs
+		n := min(np-q, ((g+1)*gs-c)/pw) // panels left in this group
+		decodeN16Rows(bits, w.packed[pc*w.wpr+c*bits/32:], w.wpr, w.scales[pc*w.ng+g:], w.biases[pc*w.ng+g:], w.ng,
+			dst[q*stride:], stride, n, kb)
+		q += n
+	}
+	if nn := nt - (np-1)*pw; nn < pw {
+		for p := range kb {
 			clear(dst[(np-1)*stride+p*pw+nn : (np-1)*stride+p*pw+pw])
 		}
 	}
