@@ -66,8 +66,10 @@ func observe(workers int) func() {
 // Workers is how many goroutines a region may use: GOMAXPROCS.
 func Workers() int { return runtime.GOMAXPROCS(0) }
 
-// Run calls work on workers goroutines at once, the calling goroutine being one of them,
-// and returns when all have returned. work typically pulls tasks from a shared counter.
+// Run calls work on the calling goroutine and on up to workers−1 helper goroutines at
+// once, and returns when every call has returned. work must pull its tasks from shared
+// state until none are left (a counter, typically): a helper that arrives after the
+// caller's own call has returned finds nothing left and does not call it.
 func Run(workers int, work func()) {
 	if done := observe(max(workers, 1)); done != nil {
 		defer done()

@@ -43,16 +43,35 @@ type helper struct {
 	wake  chan struct{} // one token per wake-up of a parked helper
 }
 
-// region is one Run: its work, the helpers still running it, and done, closed when the
-// last of them finishes.
+// region is one Run: its work and its state — the closed bit, set once the caller's own
+// call of work has returned, and the number of helpers inside work — plus done, closed by
+// the helper that leaves work last after the region closed.
 type region struct {
-	work    func()
-	pending atomic.Int32
-	done    chan struct{}
+	work  func()
+	state atomic.Int64
+	done  chan struct{}
 }
 
-func (r *region) finish() {
-	if r.pending.Add(-1) == 0 {
+const closedBit = 1 << 62
+
+// enter lets a helper into the region's work unless the caller's call has already
+// returned: then every task is taken (callers' work pulls tasks until none are left) and
+// the helper has nothing to do.
+func (r *region) enter() bool {
+	for {
+		s := r.state.Load()
+		if s&closedBit != 0 {
+			return false
+		}
+		if r.state.CompareAndSwap(s, s+1) {
+			return true
+		}
+	}
+}
+
+// leave is a helper's exit from work.
+func (r *region) leave() {
+	if r.state.Add(-1) == closedBit {
 		close(r.done)
 	}
 }
@@ -114,10 +133,15 @@ func spawn(r *region) {
 func (h *helper) loop() {
 	for {
 		r := h.next()
-		r.work()
+		in := r.enter()
+		if in {
+			r.work()
+		}
 		h.job.Store(nil) // before idle: a caller stores the next job only after claiming
 		h.state.Store(idle)
-		r.finish()
+		if in {
+			r.leave()
+		}
 	}
 }
 
@@ -155,18 +179,22 @@ func (h *helper) next() *region {
 // would take the cores the work needs.
 func spinning() bool { return spinFor > 0 && runtime.GOMAXPROCS(0) <= runtime.NumCPU() }
 
-// runPooled runs work on the caller and workers−1 helpers (claimed where idle, started
-// otherwise) and returns when all have returned.
+// runPooled runs work on the caller and up to workers−1 helpers (claimed where idle,
+// started otherwise) and returns when every call of work has returned. A helper that
+// arrives after the caller's own call returned skips the region, so the caller never
+// waits for one that was slow to wake.
 func runPooled(workers int, work func()) {
 	r := &region{work: work, done: make(chan struct{})}
-	r.pending.Store(int32(workers - 1))
 	for range workers - 1 - claim(r, workers-1) {
 		spawn(r)
 	}
 	work()
+	if r.state.Add(closedBit) == closedBit {
+		return // no helper inside
+	}
 	if spinning() {
 		deadline := time.Now().Add(spinFor)
-		for i := 0; r.pending.Load() != 0; i++ {
+		for i := 0; r.state.Load() != closedBit; i++ {
 			if i%64 == 63 && time.Now().After(deadline) {
 				break
 			}

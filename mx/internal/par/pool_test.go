@@ -8,25 +8,41 @@ import (
 	"time"
 )
 
-// TestRunEveryWorkerOnce: each of a region's workers calls work exactly once and Run
-// returns only after all have returned — back to back (helpers still spinning), after a
-// pause longer than spinFor (helpers parked), nested, and from several goroutines at once
-// (more workers wanted than there are idle helpers, so fresh ones join the pool).
-func TestRunEveryWorkerOnce(t *testing.T) {
+// TestRunWorkers: work runs on the caller and at most workers−1 helpers, every call has
+// returned when Run returns, and tasks pulled from a counter are all done exactly once —
+// back to back (helpers still spinning), after a pause longer than spinFor (helpers
+// parked), nested, and from several goroutines at once (more workers wanted than there
+// are idle helpers, so fresh ones join the pool).
+func TestRunWorkers(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
 	check := func(t *testing.T, workers int) {
+		const tasks = 64
 		var calls, running atomic.Int32
+		var next atomic.Int32
+		var done [tasks]atomic.Int32
 		Run(workers, func() {
 			running.Add(1)
-			time.Sleep(50 * time.Microsecond)
 			calls.Add(1)
+			for {
+				i := next.Add(1) - 1
+				if i >= tasks {
+					break
+				}
+				time.Sleep(time.Microsecond)
+				done[i].Add(1)
+			}
 			running.Add(-1)
 		})
-		if c := calls.Load(); c != int32(workers) {
+		if c := calls.Load(); c < 1 || c > int32(workers) {
 			t.Fatalf("%d workers: work called %d times", workers, c)
 		}
 		if r := running.Load(); r != 0 {
-			t.Fatalf("%d workers: Run returned with %d still running", workers, r)
+			t.Fatalf("%d workers: Run returned with %d calls still running", workers, r)
+		}
+		for i := range done {
+			if d := done[i].Load(); d != 1 {
+				t.Fatalf("%d workers: task %d done %d times", workers, i, d)
+			}
 		}
 	}
 	for _, procs := range []int{2, 4, 64} { // 64: oversubscribed here, so no spinning
@@ -42,8 +58,8 @@ func TestRunEveryWorkerOnce(t *testing.T) {
 			outer.Add(1)
 			check(t, 3)
 		})
-		if outer.Load() != 3 {
-			t.Fatalf("nested: outer work called %d times", outer.Load())
+		if o := outer.Load(); o < 1 || o > 3 {
+			t.Fatalf("nested: outer work called %d times", o)
 		}
 		var wg sync.WaitGroup
 		for range 8 {
@@ -54,6 +70,27 @@ func TestRunEveryWorkerOnce(t *testing.T) {
 			})
 		}
 		wg.Wait()
+	}
+}
+
+// TestRunUsesHelpers: a region long enough for helpers to arrive runs on several
+// goroutines at once (the pool does hand out work).
+func TestRunUsesHelpers(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4))
+	var running, most atomic.Int32
+	Run(4, func() {
+		n := running.Add(1)
+		for {
+			m := most.Load()
+			if n <= m || most.CompareAndSwap(m, n) {
+				break
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+		running.Add(-1)
+	})
+	if most.Load() < 2 {
+		t.Fatalf("at most %d goroutines ran the region at once", most.Load())
 	}
 }
 
@@ -70,8 +107,13 @@ func TestRunSeesWritesBothWays(t *testing.T) {
 		out := make([]int, workers)
 		var next atomic.Int32
 		Run(workers, func() {
-			i := int(next.Add(1) - 1)
-			out[i] = in[i] * 2
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= workers {
+					return
+				}
+				out[i] = in[i] * 2
+			}
 		})
 		for i := range out {
 			if out[i] != (round+i)*2 {
