@@ -1,9 +1,7 @@
 package par
 
 import (
-	"os"
 	"runtime"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,12 +21,7 @@ import (
 // spinFor is how long an idle helper (and a caller waiting for its helpers) spins before
 // parking: longer than the serial stretch between most regions of a step, short enough
 // that an idle process stops burning cores almost at once.
-var spinFor = func() time.Duration {
-	if v, err := strconv.Atoi(os.Getenv("GOENG_SPIN_US")); err == nil {
-		return time.Duration(v) * time.Microsecond
-	}
-	return 200 * time.Microsecond
-}()
+const spinFor = 200 * time.Microsecond
 
 // Helper states.
 const (
@@ -177,7 +170,7 @@ func (h *helper) next() *region {
 // spinning says whether spinning can pay: only when every goroutine of a region can have
 // a core of its own. Oversubscribed (GOMAXPROCS above the core count), a spinning helper
 // would take the cores the work needs.
-func spinning() bool { return spinFor > 0 && runtime.GOMAXPROCS(0) <= runtime.NumCPU() }
+func spinning() bool { return runtime.GOMAXPROCS(0) <= runtime.NumCPU() }
 
 // runPooled runs work on the caller and up to workers−1 helpers (claimed where idle,
 // started otherwise) and returns when every call of work has returned. A helper that
