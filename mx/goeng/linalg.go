@@ -262,14 +262,7 @@ func rmsNormKernel(x, w *tensor, eps float64) *tensor {
 	parallelFor(rows, d, func(lo, hi int) {
 		for r := lo; r < hi; r++ {
 			row, dst := in[r*d:(r+1)*d], out[r*d:(r+1)*d]
-			inv := rmsInv(row, eps)
-			for i, v := range row {
-				y := v * inv
-				if wv != nil {
-					y *= wv[i]
-				}
-				dst[i] = y
-			}
+			rmsScaleRow(dst, row, wv, rmsInv(row, eps))
 		}
 	})
 	dt := x.dt
@@ -283,25 +276,6 @@ func rmsNormKernel(x, w *tensor, eps float64) *tensor {
 // interleaved partial sums (one chain would cost an add latency per element).
 func rmsInv(row []float32, eps float64) float32 {
 	return float32(1 / math.Sqrt(dot4(row, row)/float64(len(row))+eps))
-}
-
-// dot4 is Σ a[i]·b[i] in float64, as four partial sums over i mod 4 added pairwise at
-// the end; len(b) ≥ len(a).
-func dot4(a, b []float32) float64 {
-	b = b[:len(a)]
-	var s0, s1, s2, s3 float64
-	i := 0
-	for ; i+4 <= len(a); i += 4 {
-		x, y := a[i:i+4:i+4], b[i:i+4:i+4]
-		s0 += float64(x[0]) * float64(y[0])
-		s1 += float64(x[1]) * float64(y[1])
-		s2 += float64(x[2]) * float64(y[2])
-		s3 += float64(x[3]) * float64(y[3])
-	}
-	for ; i < len(a); i++ {
-		s0 += float64(a[i]) * float64(b[i])
-	}
-	return (s0 + s1) + (s2 + s3)
 }
 
 // ropeAngles returns the per-pair inverse frequencies (angle per unit position).

@@ -504,29 +504,10 @@ func rmsNormVJP(x, w *tensor, eps float64) func(g *tensor) []*tensor {
 				if wv == nil {
 					dot = dot4(grow, row)
 				} else {
-					// Σ (g·w)·x in four partial sums, as dot4 forms them.
-					var s0, s1, s2, s3 float64
-					i := 0
-					for ; i+4 <= len(row); i += 4 {
-						g4, w4, x4 := grow[i:i+4:i+4], wv[i:i+4:i+4], row[i:i+4:i+4]
-						s0 += float64(g4[0]) * float64(w4[0]) * float64(x4[0])
-						s1 += float64(g4[1]) * float64(w4[1]) * float64(x4[1])
-						s2 += float64(g4[2]) * float64(w4[2]) * float64(x4[2])
-						s3 += float64(g4[3]) * float64(w4[3]) * float64(x4[3])
-					}
-					for ; i < len(row); i++ {
-						s0 += float64(grow[i]) * float64(wv[i]) * float64(row[i])
-					}
-					dot = (s0 + s1) + (s2 + s3)
+					dot = dot4w(grow, wv, row)
 				}
 				c := ir * ir * ir / float64(d) * dot
-				for i := range row {
-					gw := float64(grow[i])
-					if wv != nil {
-						gw *= float64(wv[i])
-					}
-					drow[i] = float32(ir*gw - float64(row[i])*c)
-				}
+				rmsGradRow(drow, grow, wv, row, ir, c)
 			}
 		})
 		var dw *tensor
