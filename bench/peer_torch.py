@@ -29,6 +29,11 @@ import struct
 import sys
 import time
 
+# torch runs its own intra-op threads (set_num_threads below); an OpenBLAS that also
+# starts one thread per core oversubscribes them (measured on the 2-core box: small 64/64
+# 296 tok/s that way, 443 with OpenBLAS single-threaded). Keep the peer at its best.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
 import torch
 import torch.nn.functional as F
 
