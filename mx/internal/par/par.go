@@ -99,10 +99,13 @@ func For(n int, cost int, body func(lo, hi int)) {
 		return
 	}
 	workers = min(workers, n, max(2, work/MinChunkWork))
-	chunk := (n + workers - 1) / workers
+	// Up to three chunks per worker (each still MinChunkWork or more), pulled from a
+	// counter: a worker that starts late or runs slow takes fewer of them.
+	parts := min(n, 3*workers, max(workers, work/MinChunkWork))
+	chunk := (n + parts - 1) / parts
 	chunks := (n + chunk - 1) / chunk
 	var next atomic.Int64
-	Run(chunks, func() {
+	Run(min(workers, chunks), func() {
 		for {
 			c := int(next.Add(1) - 1)
 			if c >= chunks {

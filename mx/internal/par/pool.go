@@ -14,7 +14,7 @@ import (
 // a many-core machine that wake-up latency is a large part of a short region (OpenMP
 // runtimes, which PyTorch and MKL use, keep their threads spinning between regions for
 // the same reason). Run hands its work to helpers that, once they finish a region, spin
-// for spinFor waiting for the next one and only then park. Which helper runs which task
+// for spinFor waiting for the next one and only then park (half of them: see spinners). Which helper runs which task
 // never matters to a result: callers split work so that every output element has one
 // fixed computation.
 
@@ -31,6 +31,7 @@ const (
 )
 
 type helper struct {
+	id    int // order of starting: the first spinners() spin between regions
 	state atomic.Int32
 	job   atomic.Pointer[region]
 	wake  chan struct{} // one token per wake-up of a parked helper
@@ -115,6 +116,7 @@ func spawn(r *region) {
 	if old := helpers.list.Load(); old != nil {
 		list = append(list, *old...)
 	}
+	h.id = len(list)
 	list = append(list, h)
 	helpers.list.Store(&list)
 	helpers.mu.Unlock()
@@ -140,7 +142,7 @@ func (h *helper) loop() {
 
 // next waits for the helper's next region.
 func (h *helper) next() *region {
-	if spinning() {
+	if spinning() && h.id < spinners() {
 		deadline := time.Now().Add(spinFor)
 		for i := 0; ; i++ {
 			if r := h.job.Load(); r != nil {
@@ -166,6 +168,14 @@ func (h *helper) next() *region {
 		runtime.Gosched()
 	}
 }
+
+// spinners is how many helpers (the first started) spin between regions; the others park
+// at once. Half of GOMAXPROCS: on the 16-core machine a region then starts at once on
+// half the cores and the parked helpers join it late or, when the work is already taken,
+// not at all — 1.35–1.45× the steps per second of every helper spinning (bench and small
+// presets, 16 threads), whose spinning cores cost the working ones their clock and
+// contend for the region's counters.
+func spinners() int { return max(1, runtime.GOMAXPROCS(0)/2) }
 
 // spinning says whether spinning can pay: only when every goroutine of a region can have
 // a core of its own. Oversubscribed (GOMAXPROCS above the core count), a spinning helper
