@@ -172,7 +172,7 @@ func (h *helper) next() *region {
 // spinners is how many helpers (the first started) spin between regions; the others park
 // at once. Half of GOMAXPROCS: on the 16-core machine a region then starts at once on
 // half the cores and the parked helpers join it late or, when the work is already taken,
-// not at all — 1.35–1.45× the steps per second of every helper spinning (bench and small
+// not at all — 1.3–1.5× the steps per second of every helper spinning (bench and small
 // presets, 16 threads), whose spinning cores cost the working ones their clock and
 // contend for the region's counters.
 func spinners() int { return max(1, runtime.GOMAXPROCS(0)/2) }
