@@ -1,5 +1,7 @@
 package mx
 
+import "slices"
+
 // AdamStepper is the optional capability of an engine that applies one Adam(W) update
 // (without bias correction) to a float32 parameter in one pass over its elements, in
 // place of the dozen elementwise ops of the composition
@@ -37,7 +39,7 @@ func AdamStep(p, g, m, v *Array, c AdamConstants) (newP, newM, newV *Array, ok b
 		return nil, nil, nil, false
 	}
 	for _, a := range []*Array{g, m, v} {
-		if a.e != p.e || a.DType() != Float32 || !sameShape(a.Shape(), p.Shape()) {
+		if a.e != p.e || a.DType() != Float32 || !slices.Equal(a.Shape(), p.Shape()) {
 			return nil, nil, nil, false
 		}
 	}
@@ -46,16 +48,4 @@ func AdamStep(p, g, m, v *Array, c AdamConstants) (newP, newM, newV *Array, ok b
 	}
 	hp, hm, hv := s.AdamStep(p.h, g.h, m.h, v.h, c)
 	return Wrap(p.e, hp), Wrap(p.e, hm), Wrap(p.e, hv), true
-}
-
-func sameShape(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

@@ -38,7 +38,7 @@ func TestAdamFusedMatchesComposed(t *testing.T) {
 		}
 		vals := map[string][]float32{}
 		for n, s := range shapes {
-			v := make([]float32, numel(s))
+			v := make([]float32, mx.Zeros(goEng, s, mx.Float32).Size())
 			for i := range v {
 				v[i] = float32(rng.NormFloat64())
 			}
@@ -65,7 +65,7 @@ func TestAdamFusedMatchesComposed(t *testing.T) {
 		for step := range 4 {
 			gf, gp := Params{}, Params{}
 			for n, s := range shapes {
-				g := make([]float32, numel(s))
+				g := make([]float32, len(vals[n]))
 				for i := range g {
 					g[i] = float32(rng.NormFloat64() * 0.1)
 				}
@@ -94,12 +94,4 @@ func TestAdamFusedMatchesComposed(t *testing.T) {
 			}
 		}
 	}
-}
-
-func numel(s []int) int {
-	n := 1
-	for _, d := range s {
-		n *= d
-	}
-	return n
 }

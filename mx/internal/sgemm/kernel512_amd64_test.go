@@ -5,7 +5,6 @@ package sgemm
 import (
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"testing"
 )
 
@@ -17,34 +16,13 @@ func TestAVX512MatchesAVX2(t *testing.T) {
 	if !hasAVX512() {
 		t.Skip("CPU without AVX-512F")
 	}
-	rng := rand.New(rand.NewPCG(11, 12))
 	with := defaultKernels()
 	if with.pair == nil {
 		t.Fatal("AVX-512 CPU but no pair kernel chosen")
 	}
 	without := avx2Kernels()
 	shapes := [][3]int{{12, 16, 16}, {6, 16, 16}, {18, 7, 33}, {30, 300, 50}, {144, 256, 512}, {256, 512, 1024}, {97, 513, 130}, {17, 1, 16}}
-	for _, s := range shapes {
-		m, k, n := s[0], s[1], s[2]
-		a, b := randMat(rng, m*k), randMat(rng, k*n)
-		c0 := randMat(rng, m*n)
-		for _, tr := range [][2]Trans{{NoTrans, NoTrans}, {Transposed, NoTrans}, {NoTrans, Transposed}, {Transposed, Transposed}} {
-			for _, acc := range []bool{false, true} {
-				for _, workers := range []int{1, 3} {
-					g := gemmCase{m: m, k: k, n: n, ta: tr[0], tb: tr[1], padA: 3, padB: 5, padC: 2, a: a, b: b, kern: with, workers: workers}
-					if acc {
-						g.c0 = c0
-					}
-					got := g.run(t)
-					g.kern = without
-					want := g.run(t)
-					if !slices.Equal(got, want) {
-						t.Fatalf("M=%d K=%d N=%d trans %v acc %v workers %d: AVX-512 result differs from AVX2", m, k, n, tr, acc, workers)
-					}
-				}
-			}
-		}
-	}
+	sameAcrossKernels(t, rand.New(rand.NewPCG(11, 12)), with, without, shapes, [3]int{3, 5, 2}, "AVX-512 result differs from AVX2")
 }
 
 // BenchmarkKernelSets compares the AVX2 tile kernel with the AVX-512 pair kernel on one

@@ -5,7 +5,6 @@ package sgemm
 import (
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"testing"
 )
 
@@ -20,29 +19,8 @@ func TestSkinnyMatchesTile(t *testing.T) {
 	with := avx2Kernels()
 	without := with
 	without.skinny = nil
-	rng := rand.New(rand.NewPCG(21, 22))
 	shapes := [][3]int{{8, 1, 8}, {8, 512, 8}, {13, 7, 5}, {256, 512, 8}, {300, 513, 16}, {97, 300, 12}, {512, 256, 1}, {16, 64, 9}}
-	for _, s := range shapes {
-		m, k, n := s[0], s[1], s[2]
-		a, b := randMat(rng, m*k), randMat(rng, k*n)
-		c0 := randMat(rng, m*n)
-		for _, tr := range [][2]Trans{{NoTrans, NoTrans}, {Transposed, NoTrans}, {NoTrans, Transposed}, {Transposed, Transposed}} {
-			for _, acc := range []bool{false, true} {
-				for _, workers := range []int{1, 3} {
-					g := gemmCase{m: m, k: k, n: n, ta: tr[0], tb: tr[1], padA: 3, padB: 2, padC: 1, a: a, b: b, kern: with, workers: workers}
-					if acc {
-						g.c0 = c0
-					}
-					got := g.run(t)
-					g.kern = without
-					want := g.run(t)
-					if !slices.Equal(got, want) {
-						t.Fatalf("M=%d K=%d N=%d trans %v acc %v workers %d: skinny result differs from the tile kernel's", m, k, n, tr, acc, workers)
-					}
-				}
-			}
-		}
-	}
+	sameAcrossKernels(t, rand.New(rand.NewPCG(21, 22)), with, without, shapes, [3]int{3, 2, 1}, "skinny result differs from the tile kernel's")
 }
 
 // BenchmarkSkinny times LoRA-shaped products (rank 8) with and without the skinny kernel.
