@@ -23,49 +23,11 @@ import (
 
 func ksub(a, b *tensor) *tensor { return binaryKernel(mx.OpSubtract, a, b) }
 
-// kmul is a·b. Two float32 tensors of one shape — most cotangent products — take a
-// direct loop instead of the broadcasting kernel's call per element; the result is the
-// same float32 product either way.
-func kmul(a, b *tensor) *tensor {
-	av, aok := a.raw().([]float32)
-	bv, bok := b.raw().([]float32)
-	if !aok || !bok || a.dt != mx.Float32 || b.dt != mx.Float32 || !slices.Equal(a.shape, b.shape) {
-		return binaryKernel(mx.OpMultiply, a, b)
-	}
-	out := uninit.Float32s(len(av))
-	parallelFor(len(out)/1024+1, 1024, func(lo, hi int) {
-		lo, hi = lo*1024, min(hi*1024, len(out))
-		x, y, o := av[lo:hi], bv[lo:hi], out[lo:hi]
-		done := vecVV(mx.OpMultiply, o, x, y)
-		x, y, o = x[done:], y[done:], o[done:]
-		for i := range o {
-			o[i] = x[i] * y[i]
-		}
-	})
-	return fromF32(a.shape, mx.Float32, out)
-}
-
-// kadd is a+b, with kmul's direct loop for two float32 tensors of one shape (the sums
-// of cotangents in the backward walk); the same float32 sum as the broadcasting kernel.
-func kadd(a, b *tensor) *tensor {
-	av, aok := a.raw().([]float32)
-	bv, bok := b.raw().([]float32)
-	if !aok || !bok || a.dt != mx.Float32 || b.dt != mx.Float32 || !slices.Equal(a.shape, b.shape) {
-		return binaryKernel(mx.OpAdd, a, b)
-	}
-	out := uninit.Float32s(len(av))
-	parallelFor(len(out)/1024+1, 1024, func(lo, hi int) {
-		lo, hi = lo*1024, min(hi*1024, len(out))
-		x, y, o := av[lo:hi], bv[lo:hi], out[lo:hi]
-		done := vecVV(mx.OpAdd, o, x, y)
-		x, y, o = x[done:], y[done:], o[done:]
-		for i := range o {
-			o[i] = x[i] + y[i]
-		}
-	})
-	return fromF32(a.shape, mx.Float32, out)
-}
-
+// kmul and kadd are a·b and a+b: the broadcasting kernel, which runs two tensors of one
+// shape as a single contiguous run through the AVX2 kernels (the cotangent products and
+// sums of the backward walk).
+func kmul(a, b *tensor) *tensor { return binaryKernel(mx.OpMultiply, a, b) }
+func kadd(a, b *tensor) *tensor { return binaryKernel(mx.OpAdd, a, b) }
 func kdiv(a, b *tensor) *tensor { return binaryKernel(mx.OpDivide, a, b) }
 func kneg(a *tensor) *tensor    { return unaryKernel(mx.OpNegative, a) }
 func kscale(a *tensor, s float32) *tensor {
