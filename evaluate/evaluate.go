@@ -218,19 +218,30 @@ func scoreCorruption(m *dg.Model, c Case, corr objective.Corruption, twoPass boo
 		if err = m.EncodeWithImages(prompt, c.Images, cache); err != nil {
 			return nil
 		}
-		logits := m.Decode(canvas, cache, nil)
+		var hidden *mx.Array
 		if twoPass {
-			logits = objective.SelfConditioned(m, canvas, cache)
+			hidden = objective.SelfConditionedHidden(m, canvas, cache)
+		} else {
+			hidden = m.DecodeHidden(canvas, cache, nil)
 		}
-		ce := objective.CrossEntropy(logits, c.Target).Float32s()
-		pred := mx.Argmax(logits, -1, false).Int32s()
+		// Only corrupted positions are scored, so only their rows go through the head.
+		var rows, target []int32
 		for i, bad := range corr.Corrupt {
-			if !bad {
-				continue
+			if bad {
+				rows = append(rows, int32(i))
+				target = append(target, c.Target[i])
 			}
+		}
+		if len(rows) == 0 {
+			return nil
+		}
+		logits := m.Logits(mx.Take(hidden, mx.FromInt32(e, rows, len(rows)), 1))
+		ce := objective.CrossEntropy(logits, target).Float32s()
+		pred := mx.Argmax(logits, -1, false).Int32s()
+		for j := range rows {
 			count++
-			lossSum += float64(ce[i])
-			if pred[i] == c.Target[i] {
+			lossSum += float64(ce[j])
+			if pred[j] == target[j] {
 				correct++
 			}
 		}

@@ -106,8 +106,14 @@ func (o Objective) DrawExample(noise, choice *mx.Array, target []int32, vocab in
 // It returns the second pass's logits; gradients reach the weights only through the
 // second pass (and through E in the soft embedding, for a trainable embedding).
 func SelfConditioned(m *dg.Model, canvas *mx.Array, c *dg.Cache) *mx.Array {
+	return m.Logits(SelfConditionedHidden(m, canvas, c))
+}
+
+// SelfConditionedHidden is SelfConditioned up to the second pass's final-normed hidden
+// states [B, L, H] (the first pass needs every position's logits for its soft embedding).
+func SelfConditionedHidden(m *dg.Model, canvas *mx.Array, c *dg.Cache) *mx.Array {
 	first := mx.StopGradient(m.Decode(canvas, c, nil))
-	return m.Decode(canvas, c, m.SoftEmbedding(first))
+	return m.DecodeHidden(canvas, c, m.SoftEmbedding(first))
 }
 
 // encode fills a fresh cache with the prompt and the target's first start tokens (the

@@ -165,13 +165,12 @@ func (o Objective) ExampleTerms(m *dg.Model, ex Example, c Corruption) Terms {
 	target := ex.Target[start : start+len(c.Canvas)]
 	cache, enc := o.encode(m, ex, start)
 	canvas := mx.FromInt32(e, c.Canvas, 1, len(c.Canvas))
-	var logits *mx.Array // [1, L, V] float32
+	var hidden *mx.Array // [1, L, H], final-normed
 	if c.SelfCond {
-		logits = SelfConditioned(m, canvas, cache)
+		hidden = SelfConditionedHidden(m, canvas, cache)
 	} else {
-		logits = m.Decode(canvas, cache, nil)
+		hidden = m.DecodeHidden(canvas, cache, nil)
 	}
-	ce := CrossEntropy(logits, target)
 	w := o.weights(c)
 	count := 0.0
 	for _, v := range w {
@@ -181,9 +180,32 @@ func (o Objective) ExampleTerms(m *dg.Model, ex Example, c Corruption) Terms {
 	if o.Weighting == InvT && c.T > 0 {
 		scale = 1 / c.T
 	}
-	sum := mx.Sum(mx.Multiply(ce, mx.FromFloat32(e, w, 1, len(w))), false)
+	var sum *mx.Array
+	if rows, picked := scoredRows(w, target); len(rows) > 0 {
+		// Only the scored positions go through the tied head: the others have weight 0,
+		// so their logits would only be multiplied away (and their gradient is zero).
+		if len(rows) < len(w) {
+			hidden = mx.Take(hidden, mx.FromInt32(e, rows, len(rows)), 1)
+		}
+		sum = mx.Sum(CrossEntropy(m.Logits(hidden), picked), false)
+	} else {
+		// Nothing scored: a differentiable zero of the same graph, as Σ 0·ceᵢ.
+		ce := CrossEntropy(m.Logits(hidden), target)
+		sum = mx.Sum(mx.Multiply(ce, mx.FromFloat32(e, w, 1, len(w))), false)
+	}
 	enc.Sum, enc.Count, enc.Scale = sum, count, scale
 	return enc
+}
+
+// scoredRows returns the positions with weight 1 and their targets. Weights are 0 or 1.
+func scoredRows(w []float32, target []int32) (rows, picked []int32) {
+	for i, v := range w {
+		if v != 0 {
+			rows = append(rows, int32(i))
+			picked = append(picked, target[i])
+		}
+	}
+	return rows, picked
 }
 
 // CrossEntropy returns ceᵢ = logsumexp(logitsᵢ) − logitsᵢ[targetᵢ] for logits [1, L, V].

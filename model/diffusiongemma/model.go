@@ -150,6 +150,14 @@ func encoderMaskBlocks(e mx.Engine, offset, s, start, nk int, full bool, window 
 // and returns softcapped float32 logits [B, L, V]. sc, if not nil, is the
 // self-conditioning signal as a soft embedding [B, L, H].
 func (m *Model) Decode(canvas *mx.Array, c *Cache, sc *mx.Array) *mx.Array {
+	return m.head(m.DecodeHidden(canvas, c, sc))
+}
+
+// DecodeHidden is Decode up to the final norm: the decoder's final-normed hidden states
+// [B, L, H], which Logits turns into Decode's logits. A loss that scores only some
+// canvas positions takes those rows first and runs the tied head — at the real
+// geometry a [H, 262144] product per row — on them alone.
+func (m *Model) DecodeHidden(canvas *mx.Array, c *Cache, sc *mx.Array) *mx.Array {
 	t := &m.Config.TextConfig
 	h := m.embedTokens(canvas)
 	if sc != nil {
@@ -184,8 +192,7 @@ func (m *Model) Decode(canvas *mx.Array, c *Cache, sc *mx.Array) *mx.Array {
 			}, offset)}
 		})[0]
 	}
-	h = mx.RMSNorm(h, m.Norm, m.eps())
-	return m.head(h)
+	return mx.RMSNorm(h, m.Norm, m.eps())
 }
 
 // head applies the tied embedding and the float32 softcap cap·tanh(z/cap).
