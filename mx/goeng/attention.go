@@ -6,16 +6,18 @@ import (
 
 	"github.com/dgtune/dgtune/mx"
 	"github.com/dgtune/dgtune/mx/internal/sgemm"
+	"github.com/dgtune/dgtune/mx/internal/uninit"
 )
 
 // ScaledDotProductAttention is softmax(q·kᵀ·scale, masked)·v as one kernel with its own
 // VJP. Work is cut into blocks, one per (batch, kv head): the G = Hq/Hkv query heads that
 // share a kv head are contiguous in q, so a block is a [G·Lq, D] matrix of queries against
-// [Lk, D] keys, and grouped-query attention needs no copy of k or v. A block's scores live
-// in one [G·Lq, Lk] buffer that is reused for the next block; the forward keeps only the
-// log-sum-exp of every row, and the backward recomputes the block's probabilities from it.
-// So at most one block of scores (two in the backward: P and dP) per running block is
-// alive, instead of all of [B, Hkv, G·Lq, Lk] plus the probabilities kept for the backward.
+// [Lk, D] keys, and grouped-query attention needs no copy of k or v. Blocks run in groups
+// (eachGroup) whose [G·Lq, Lk] scores fit a bounded buffer that is reused for the next
+// group; the forward keeps only the log-sum-exp of every row, and the backward recomputes
+// the probabilities from it. So at most maxScratch floats of scores (P and dP in the
+// backward) are alive, instead of all of [B, Hkv, G·Lq, Lk] plus the probabilities kept
+// for the backward.
 //
 // Masked positions get score −∞ and probability 0; a row with every key masked gives NaN,
 // as softmax over −∞ does.
@@ -72,62 +74,69 @@ func (a *attention) kBlock(blk int) int { return blk * a.lk * a.d }
 func (a *attention) vBlock(blk int) int { return blk * a.lk * a.dv }
 func (a *attention) oBlock(blk int) int { return blk * a.rows() * a.dv }
 
-// eachBlock runs fn over every block with a scratch buffer of size floats. Blocks too
-// small for sgemm to split run side by side, each on one goroutine (par false); larger
-// ones run one after another with the parallelism inside (par true). Either way a buffer
-// is reused from block to block.
-func (a *attention) eachBlock(size int, fn func(blk int, buf []float32, par bool)) {
+// maxScratch bounds the scores a call holds at once (floats, 32 MiB): blocks are taken
+// in groups whose scores fit, so a long context does not hold all of them.
+const maxScratch = 1 << 23
+
+// eachGroup runs fn over consecutive groups of blocks [b0, b1), as many per group as fit
+// maxScratch at per floats of scratch each (at least one), with a buffer of (b1−b0)·per
+// floats reused from group to group. A group's products run as one sgemm.Batch and its
+// rows in one parallel loop, so a step of attention is a handful of parallel regions
+// whatever the number of kv heads, and the blocks share the cores instead of each being
+// split over all of them. Every element rounds as it would block by block: Batch rounds
+// each product as Gemm alone, and rows are independent.
+func (a *attention) eachGroup(per int, fn func(b0, b1 int, buf []float32)) {
 	nb := a.b * a.hkv
-	work := a.rows() * a.lk * max(a.d, a.dv)
-	if nb > 1 && work < 1<<18 {
-		parallelFor(nb, work, func(lo, hi int) {
-			buf := make([]float32, size)
-			for blk := lo; blk < hi; blk++ {
-				fn(blk, buf, false)
-			}
-		})
-		return
-	}
-	buf := make([]float32, size)
-	for blk := range nb {
-		fn(blk, buf, true)
+	g := max(1, min(nb, maxScratch/max(per, 1)))
+	buf := uninit.Float32s(g * per) // every element is written before it is read
+	for b0 := 0; b0 < nb; b0 += g {
+		b1 := min(nb, b0+g)
+		fn(b0, b1, buf[:(b1-b0)*per])
 	}
 }
 
-// eachRow runs body over the rows of a block, in parallel when par is set.
-func (a *attention) eachRow(par bool, body func(lo, hi int)) {
-	if par {
-		parallelFor(a.rows(), a.lk, body)
-		return
-	}
-	body(0, a.rows())
-}
-
-// scores sets s [G·Lq, Lk] to q·kᵀ·scale for block blk, with masked positions at −∞.
-// The product and the scaling round as matmul followed by multiply would.
-func (a *attention) scores(s []float32, blk int, par bool) {
-	r, lk, d := a.rows(), a.lk, a.d
-	sgemm.Gemm(sgemm.NoTrans, sgemm.Transposed, r, lk, d, a.q[a.qBlock(blk):], d, a.k[a.kBlock(blk):], d, s, lk, false)
-	batch, kvh := blk/a.hkv, blk%a.hkv
-	ninf := float32(math.Inf(-1))
-	a.eachRow(par, func(lo, hi int) {
-		for row := lo; row < hi; row++ {
-			sr := s[row*lk : (row+1)*lk]
-			for j := range sr {
-				sr[j] *= a.scale
-			}
-			if a.mask == nil {
-				continue
-			}
-			h, i := kvh*a.g+row/a.lq, row%a.lq
-			base, step := batch*a.mst[0]+h*a.mst[1]+i*a.mst[2], a.mst[3]
-			for j := range sr {
-				if !a.mask[base+j*step] {
-					sr[j] = ninf
-				}
-			}
+// eachRow runs body(blk, row, i) over every row of blocks b0..b1−1 in parallel, i being
+// the row's index in the group (blk−b0)·rows + row.
+func (a *attention) eachRow(b0, b1 int, body func(blk, row, i int)) {
+	r := a.rows()
+	parallelFor((b1-b0)*r, a.lk, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			body(b0+i/r, i%r, i)
 		}
 	})
+}
+
+// scoreProducts appends, for each block of b0..b1−1, the product q·kᵀ into its [G·Lq, Lk]
+// part of s.
+func (a *attention) scoreProducts(ps []sgemm.Product, b0, b1 int, s []float32) []sgemm.Product {
+	r, lk, d := a.rows(), a.lk, a.d
+	for blk := b0; blk < b1; blk++ {
+		ps = append(ps, sgemm.Product{TA: sgemm.NoTrans, TB: sgemm.Transposed, M: r, N: lk, K: d,
+			A: a.q[a.qBlock(blk):], LDA: d, B: a.k[a.kBlock(blk):], LDB: d, C: s[(blk-b0)*r*lk:], LDC: lk})
+	}
+	return ps
+}
+
+// finishScores turns row row of block blk's product q·kᵀ into scores: ·scale (rounding as
+// matmul followed by multiply would), and −∞ at masked keys.
+func (a *attention) finishScores(sr []float32, blk, row int) {
+	if a.scale != 1 {
+		for j := range sr {
+			sr[j] *= a.scale
+		}
+	}
+	if a.mask == nil {
+		return
+	}
+	batch, kvh := blk/a.hkv, blk%a.hkv
+	h, i := kvh*a.g+row/a.lq, row%a.lq
+	base, step := batch*a.mst[0]+h*a.mst[1]+i*a.mst[2], a.mst[3]
+	ninf := float32(math.Inf(-1))
+	for j := range sr {
+		if !a.mask[base+j*step] {
+			sr[j] = ninf
+		}
+	}
 }
 
 // forward returns the output [B, Hq, Lq, Dv] and the log-sum-exp of every score row
@@ -136,15 +145,20 @@ func (a *attention) forward() (out []float32, lse []float64) {
 	r, lk, dv := a.rows(), a.lk, a.dv
 	out = make([]float32, a.b*a.hq*a.lq*dv)
 	lse = make([]float64, a.b*a.hq*a.lq)
-	a.eachBlock(r*lk, func(blk int, p []float32, par bool) {
-		a.scores(p, blk, par)
-		l := lse[blk*r : (blk+1)*r]
-		a.eachRow(par, func(lo, hi int) {
-			for row := lo; row < hi; row++ {
-				l[row] = softmaxLSE(p[row*lk : (row+1)*lk])
-			}
+	var ps []sgemm.Product
+	a.eachGroup(r*lk, func(b0, b1 int, p []float32) {
+		sgemm.Batch(a.scoreProducts(ps[:0], b0, b1, p))
+		a.eachRow(b0, b1, func(blk, row, i int) {
+			sr := p[i*lk : (i+1)*lk]
+			a.finishScores(sr, blk, row)
+			lse[blk*r+row] = softmaxLSE(sr)
 		})
-		sgemm.Gemm(sgemm.NoTrans, sgemm.NoTrans, r, dv, lk, p, lk, a.v[a.vBlock(blk):], dv, out[a.oBlock(blk):], dv, false)
+		ps = ps[:0]
+		for blk := b0; blk < b1; blk++ {
+			ps = append(ps, sgemm.Product{TA: sgemm.NoTrans, TB: sgemm.NoTrans, M: r, N: dv, K: lk,
+				A: p[(blk-b0)*r*lk:], LDA: lk, B: a.v[a.vBlock(blk):], LDB: dv, C: out[a.oBlock(blk):], LDC: dv})
+		}
+		sgemm.Batch(ps)
 	})
 	return out, lse
 }
@@ -244,43 +258,58 @@ func (a *attention) backward(g []float32, lse []float64, wantQ, wantK, wantV boo
 	if wantV {
 		gv = make([]float32, len(a.v))
 	}
-	a.eachBlock(2*r*lk, func(blk int, buf []float32, par bool) {
-		p, dp := buf[:r*lk], buf[r*lk:]
-		a.scores(p, blk, par)
-		l := lse[blk*r : (blk+1)*r]
-		a.eachRow(par, func(lo, hi int) {
-			for row := lo; row < hi; row++ {
-				expRow(p[row*lk:(row+1)*lk], float32(l[row]))
-			}
+	per := r * lk
+	var ps []sgemm.Product
+	a.eachGroup(2*per, func(b0, b1 int, buf []float32) {
+		n := (b1 - b0) * per
+		p, dp := buf[:n], buf[n:]
+		sgemm.Batch(a.scoreProducts(ps[:0], b0, b1, p))
+		a.eachRow(b0, b1, func(blk, row, i int) {
+			sr := p[i*lk : (i+1)*lk]
+			a.finishScores(sr, blk, row)
+			expRow(sr, float32(lse[blk*r+row]))
 		})
-		gb := g[a.oBlock(blk):]
-		if wantV {
-			sgemm.Gemm(sgemm.Transposed, sgemm.NoTrans, lk, dvw, r, p, lk, gb, dvw, gv[a.vBlock(blk):], dvw, false)
+		// dV reads P before dS overwrites it; dP is independent of it.
+		ps = ps[:0]
+		for blk := b0; blk < b1; blk++ {
+			pb, gb := p[(blk-b0)*per:], g[a.oBlock(blk):]
+			if wantV {
+				ps = append(ps, sgemm.Product{TA: sgemm.Transposed, TB: sgemm.NoTrans, M: lk, N: dvw, K: r,
+					A: pb, LDA: lk, B: gb, LDB: dvw, C: gv[a.vBlock(blk):], LDC: dvw})
+			}
+			if wantQ || wantK {
+				ps = append(ps, sgemm.Product{TA: sgemm.NoTrans, TB: sgemm.Transposed, M: r, N: lk, K: dvw,
+					A: gb, LDA: dvw, B: a.v[a.vBlock(blk):], LDB: dvw, C: dp[(blk-b0)*per:], LDC: lk})
+			}
 		}
+		sgemm.Batch(ps)
 		if !wantQ && !wantK {
 			return
 		}
-		sgemm.Gemm(sgemm.NoTrans, sgemm.Transposed, r, lk, dvw, gb, dvw, a.v[a.vBlock(blk):], dvw, dp, lk, false)
-		a.eachRow(par, func(lo, hi int) {
-			for row := lo; row < hi; row++ {
-				pr, dr := p[row*lk:(row+1)*lk], dp[row*lk:(row+1)*lk]
-				dr = dr[:len(pr)]
-				var dot float64
-				for j, v := range pr {
-					dot += float64(v) * float64(dr[j])
-				}
-				c := float32(dot)
-				for j, v := range pr {
-					pr[j] = v * (dr[j] - c) * a.scale // dS·scale, in place of P
-				}
+		a.eachRow(b0, b1, func(blk, row, i int) {
+			pr, dr := p[i*lk:(i+1)*lk], dp[i*lk:(i+1)*lk]
+			var dot float64
+			for j, v := range pr {
+				dot += float64(v) * float64(dr[j])
+			}
+			c := float32(dot)
+			for j, v := range pr {
+				pr[j] = v * (dr[j] - c) * a.scale // dS·scale, in place of P
 			}
 		})
-		if wantQ {
-			sgemm.Gemm(sgemm.NoTrans, sgemm.NoTrans, r, d, lk, p, lk, a.k[a.kBlock(blk):], d, gq[a.qBlock(blk):], d, false)
+		ps = ps[:0]
+		for blk := b0; blk < b1; blk++ {
+			pb := p[(blk-b0)*per:]
+			if wantQ {
+				ps = append(ps, sgemm.Product{TA: sgemm.NoTrans, TB: sgemm.NoTrans, M: r, N: d, K: lk,
+					A: pb, LDA: lk, B: a.k[a.kBlock(blk):], LDB: d, C: gq[a.qBlock(blk):], LDC: d})
+			}
+			if wantK {
+				ps = append(ps, sgemm.Product{TA: sgemm.Transposed, TB: sgemm.NoTrans, M: lk, N: d, K: r,
+					A: pb, LDA: lk, B: a.q[a.qBlock(blk):], LDB: d, C: gk[a.kBlock(blk):], LDC: d})
+			}
 		}
-		if wantK {
-			sgemm.Gemm(sgemm.Transposed, sgemm.NoTrans, lk, d, r, p, lk, a.q[a.qBlock(blk):], d, gk[a.kBlock(blk):], d, false)
-		}
+		sgemm.Batch(ps)
 	})
 	mk := func(v []float32, shape ...int) *tensor {
 		if v == nil {

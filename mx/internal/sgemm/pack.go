@@ -1,5 +1,7 @@
 package sgemm
 
+import "unsafe"
+
 // packA copies rows i0..i0+mt of op(A), columns pc..pc+kb, into mr-row micro-panels:
 // panel q holds dst[q·kb·mr + p·mr + i] = op(A)[i0 + q·mr + i, pc + p]. Rows past mt
 // are zero so the kernel can always compute a full mr rows.
@@ -10,13 +12,18 @@ func packA(dst, a []float32, lda int, t Trans, i0, mt, pc, kb int) {
 		if t {
 			// op(A)[i, p] = a[p·lda + i]: each k step reads mm consecutive values.
 			if mm == mr {
-				// Element by element: copy() (or an array assignment) would call
-				// memmove for every 24 bytes.
+				// Three 8-byte words per k step: copy() (or an array assignment) would
+				// call memmove for every 24 bytes, and element by element costs twice
+				// the instructions. The bounds are checked once, for the last step.
+				if kb == 0 {
+					continue
+				}
+				_, _ = a[(pc+kb-1)*lda+i0+ir+mr-1], panel[kb*mr-1]
+				src, dp := unsafe.Pointer(&a[pc*lda+i0+ir]), unsafe.Pointer(&panel[0])
 				for p := range kb {
-					s := a[(pc+p)*lda+i0+ir:]
-					s = s[:mr:mr]
-					d := panel[p*mr : p*mr+mr : p*mr+mr]
-					d[0], d[1], d[2], d[3], d[4], d[5] = s[0], s[1], s[2], s[3], s[4], s[5]
+					s := (*[3]uint64)(unsafe.Add(src, 4*p*lda))
+					d := (*[3]uint64)(unsafe.Add(dp, 4*p*mr))
+					d[0], d[1], d[2] = s[0], s[1], s[2]
 				}
 				continue
 			}
