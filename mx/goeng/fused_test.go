@@ -48,6 +48,10 @@ func TestAddMM(t *testing.T) {
 		{"plain", []int{4, 6}, []int{4, 9}, []int{9, 6}, 1, 1},
 		{"both scaled", []int{4, 6}, []int{4, 9}, []int{9, 6}, 0.5, -2},
 		{"broadcast c", []int{6}, []int{4, 9}, []int{9, 6}, 3, 1},
+		// Rows of whole and partial vector widths, finished inside the product.
+		{"lora wide", []int{1, 70, 100}, []int{1, 70, 8}, []int{8, 100}, 2.5, 1},
+		{"plain wide", []int{50, 64}, []int{50, 16}, []int{16, 64}, 1, 1},
+		{"both scaled wide", []int{30, 45}, []int{30, 20}, []int{20, 45}, 0.3, 1.7},
 	} {
 		args := []*mx.Array{mxtest.RandN(e, rng, c.cs...), mxtest.RandN(e, rng, c.as...), mxtest.RandN(e, rng, c.bs...)}
 		r := mxtest.RandN(e, rng, append(c.as[:len(c.as)-1:len(c.as)-1], c.bs[len(c.bs)-1])...)
@@ -55,15 +59,10 @@ func TestAddMM(t *testing.T) {
 			return []*mx.Array{mx.Sum(mx.Multiply(mx.AddMM(a[0], a[1], a[2], c.alpha, c.beta), r), false)}
 		}
 		split := func(a []*mx.Array) []*mx.Array {
-			cc := a[0]
-			if c.beta != 1 {
-				cc = mx.MulScalar(cc, c.beta)
-			}
-			p := mx.Matmul(a[1], a[2])
-			if c.alpha != 1 {
-				p = mx.MulScalar(p, c.alpha)
-			}
-			return []*mx.Array{mx.Sum(mx.Multiply(mx.Add(cc, p), r), false)}
+			return []*mx.Array{mx.Sum(mx.Multiply(split1(a, c.alpha, c.beta), r), false)}
+		}
+		if got, want := mx.AddMM(args[0], args[1], args[2], c.alpha, c.beta).Float32s(), split1(args, c.alpha, c.beta).Float32s(); !slices.Equal(got, want) {
+			t.Errorf("%s: addmm differs from the separate ops'", c.name)
 		}
 		v0, g0 := mx.ValueAndGrad(fused, 0, 1, 2)(args)
 		v1, g1 := mx.ValueAndGrad(split, 0, 1, 2)(args)
@@ -85,6 +84,19 @@ func TestAddMM(t *testing.T) {
 	if !strings.Contains(msg, "addmm") || !strings.Contains(msg, "[3 5]") {
 		t.Errorf("bad c: panic %q", msg)
 	}
+}
+
+// split1 is β·c + α·(a·b) op by op.
+func split1(a []*mx.Array, alpha, beta float64) *mx.Array {
+	cc := a[0]
+	if beta != 1 {
+		cc = mx.MulScalar(cc, beta)
+	}
+	p := mx.Matmul(a[1], a[2])
+	if alpha != 1 {
+		p = mx.MulScalar(p, alpha)
+	}
+	return mx.Add(cc, p)
 }
 
 // TestSumMiddleAxes: a sum over axes that are not last (summed in place, without moving

@@ -18,6 +18,19 @@ func matmulKernel(a, b *tensor) *tensor { return matmulOp(a, b, false, false) }
 // swaps an operand's last two axes when its flag is set. sgemm reads the stored
 // operand through its strides, so a transpose costs no copy.
 func matmulOp(a, b *tensor, ta, tb bool) *tensor {
+	p, _ := matmulThen(a, b, ta, tb, nil)
+	return p
+}
+
+// epilogueFor makes the epilogue that finishes a product's float32 result out, of the
+// given shape, in place; nil declines.
+type epilogueFor func(out []float32, shape []int) sgemm.Epilogue
+
+// matmulThen is matmulOp that, when the product is a single sgemm call (one B for every
+// batch, which then folds into the rows) and then gives an epilogue for it, runs that
+// epilogue on every block of the result as sgemm finishes it, and reports true;
+// otherwise the product is returned unfinished and it reports false.
+func matmulThen(a, b *tensor, ta, tb bool, then epilogueFor) (*tensor, bool) {
 	// A pending transpose is read as its source with the other flag.
 	if src := a.swapped(); src != nil {
 		a, ta = src, !ta
@@ -57,8 +70,14 @@ func matmulOp(a, b *tensor, ta, tb bool) *tensor {
 	if numel(b.shape[:nb-2]) == 1 && !ta {
 		// One B for every batch: the batch folds into the rows of A, with no copy of B
 		// (sgemm's result per element does not depend on how the rows are grouped).
+		if then != nil {
+			if ep := then(out, shape); ep != nil {
+				sgemm.GemmThen(sgemm.NoTrans, sgemm.Trans(tb), nbatch*m, n, k, ab.f32(), ac, b.f32(), bc, out, n, ep)
+				return fromF32(shape, dt, out), true
+			}
+		}
 		sgemm.Gemm(sgemm.NoTrans, sgemm.Trans(tb), nbatch*m, n, k, ab.f32(), ac, b.f32(), bc, out, n, false)
-		return fromF32(shape, dt, out)
+		return fromF32(shape, dt, out), false
 	}
 	bb := expand(b, append(slices.Clone(batch), br, bc))
 	av, bv := ab.f32(), bb.f32()
@@ -78,7 +97,7 @@ func matmulOp(a, b *tensor, ta, tb bool) *tensor {
 			gemm(i)
 		}
 	}
-	return fromF32(shape, dt, out)
+	return fromF32(shape, dt, out), false
 }
 
 // expand is x broadcast to shape, without a copy when only unit axes are added (the
@@ -352,33 +371,61 @@ func ropeKernel(x *tensor, p mx.RoPEParams, freqs *tensor, sign float64) *tensor
 // broadcast axes), da = (alpha·g)·bᵀ, db = aᵀ·(alpha·g).
 func (e *Engine) AddMM(hc, ha, hb mx.Handle, alpha, beta float64) mx.Handle {
 	c, a, b := tt(hc), tt(ha), tt(hb)
-	p := matmulKernel(a, b)
 	al, be := float32(alpha), float32(beta)
+	vjp := addmmVJP(c, a, b, al, be)
+	var p *tensor
+	if dt := mx.PromoteTypes(a.dt, b.dt); c.dt == mx.Float32 && (dt == mx.Float32 || !dt.IsFloat()) {
+		// β·c + α·(a·b) finished block by block inside the product, while each block is
+		// in cache, when the product is one sgemm call of c's shape.
+		var done bool
+		p, done = matmulThen(a, b, false, false, func(out []float32, shape []int) sgemm.Epilogue {
+			if !slices.Equal(c.shape, shape) {
+				return nil
+			}
+			cv, n := c.f32(), shape[len(shape)-1]
+			return func(i0, i1, j0, j1 int) {
+				for i := i0; i < i1; i++ {
+					addScaledRow(out[i*n+j0:i*n+j1], cv[i*n+j0:i*n+j1], al, be)
+				}
+			}
+		})
+		if done {
+			return record(p, "addmm", []*tensor{c, a, b}, vjp)
+		}
+	} else {
+		p = matmulKernel(a, b)
+	}
 	out, ok := p.raw().([]float32)
 	if !ok || p.dt != mx.Float32 || !slices.Equal(c.shape, p.shape) {
 		// Half or broadcast operands: the composition, op by op.
 		res := binaryKernel(mx.OpAdd, kscaleDT(c, be), kscaleDT(p, al))
-		return record(res, "addmm", []*tensor{c, a, b}, addmmVJP(c, a, b, al, be))
+		return record(res, "addmm", []*tensor{c, a, b}, vjp)
 	}
 	cv := c.f32()
-	parallelFor(len(out), 2, func(lo, hi int) {
-		o, cc := out[lo:hi], cv[lo:hi]
-		switch {
-		case al == 1 && be == 1:
-			for i := range o {
-				o[i] = cc[i] + o[i]
-			}
-		case be == 1:
-			for i := range o {
-				o[i] = cc[i] + float32(al*o[i])
-			}
-		default:
-			for i := range o {
-				o[i] = float32(be*cc[i]) + float32(al*o[i])
-			}
+	parallelFor(len(out), 2, func(lo, hi int) { addScaledRow(out[lo:hi], cv[lo:hi], al, be) })
+	return record(p, "addmm", []*tensor{c, a, b}, vjp)
+}
+
+// addScaledRow sets o = β·c + α·o, rounding each product and the sum as the ops
+// multiply and add would (a factor of 1 is no multiply).
+func addScaledRow(o, c []float32, al, be float32) {
+	c = c[:len(o)]
+	switch {
+	case al == 1 && be == 1:
+		for i := vecVV(mx.OpAdd, o, c, o); i < len(o); i++ {
+			o[i] = c[i] + o[i]
 		}
-	})
-	return record(p, "addmm", []*tensor{c, a, b}, addmmVJP(c, a, b, al, be))
+	case be == 1:
+		n := vecVS(mx.OpMultiply, o, o, al)
+		vecVV(mx.OpAdd, o[:n], c, o)
+		for i := n; i < len(o); i++ {
+			o[i] = c[i] + float32(al*o[i])
+		}
+	default:
+		for i := range o {
+			o[i] = float32(be*c[i]) + float32(al*o[i])
+		}
+	}
 }
 
 // kscaleDT is s·t in t's dtype (t itself when s is 1).

@@ -373,14 +373,15 @@ func takeVJP(x, idx *tensor, axis int) func(g *tensor) []*tensor {
 		ids := idx.i64()
 		ni := len(ids)
 		gv := g.f32()
-		res := make([]float32, x.size())
+		res := uninit.Float32s(x.size()) // every row is written below (rows never taken cleared)
 		pos := make([]int, ni)
 		for j, s := range ids {
 			pos[j] = normIndex(s, d, "take")
 		}
 		// Rows that repeat an index add into one row: every element sums its rows in
-		// order of j. The rows j of each destination row are listed (a stable counting
-		// sort), so the parallel split is over destination rows × column ranges.
+		// order of j, starting from 0. The rows j of each destination row are listed (a
+		// stable counting sort), so the parallel split is over destination rows × column
+		// ranges.
 		first := make([]int, d+1)
 		for _, s := range pos {
 			first[s+1]++
@@ -394,24 +395,29 @@ func takeVJP(x, idx *tensor, axis int) func(g *tensor) []*tensor {
 			from[fill[s]] = j
 			fill[s]++
 		}
-		var used []int // destination rows that receive anything
-		for i := range d {
-			if first[i+1] > first[i] {
-				used = append(used, i)
-			}
-		}
 		const chunk = 256
 		parts := (post + chunk - 1) / chunk
-		tasks := len(used) * parts
-		parallelFor(pre*tasks, max(1, ni/max(len(used), 1))*min(chunk, post), func(lo, hi int) {
+		tasks := d * parts
+		parallelFor(pre*tasks, max(1, ni/max(d, 1))*min(chunk, post), func(lo, hi int) {
 			for t := lo; t < hi; t++ {
 				p, u := t/tasks, t%tasks
-				src, c0 := used[u/parts], (u%parts)*chunk
+				dr, c0 := u/parts, (u%parts)*chunk
 				c1 := min(c0+chunk, post)
-				dst := res[(p*d+src)*post+c0 : (p*d+src)*post+c1]
-				for _, j := range from[first[src]:first[src+1]] {
+				dst := res[(p*d+dr)*post+c0 : (p*d+dr)*post+c1]
+				rows := from[first[dr]:first[dr+1]]
+				if len(rows) == 0 {
+					clear(dst)
+					continue
+				}
+				// 0 + row (not a copy: −0 becomes +0, as the sum from zero makes it),
+				// then each further row added in order.
+				row := gv[(p*ni+rows[0])*post+c0 : (p*ni+rows[0])*post+c1]
+				for k := vecVS(mx.OpAdd, dst, row, 0); k < len(dst); k++ {
+					dst[k] = row[k] + 0
+				}
+				for _, j := range rows[1:] {
 					row := gv[(p*ni+j)*post+c0 : (p*ni+j)*post+c1]
-					for k := range dst {
+					for k := vecVV(mx.OpAdd, dst, dst, row); k < len(dst); k++ {
 						dst[k] += row[k]
 					}
 				}

@@ -108,6 +108,23 @@ func Gemm(ta, tb Trans, m, n, k int, a []float32, lda int, b []float32, ldb int,
 	p.run(defaultKernels(), runtime.GOMAXPROCS(0))
 }
 
+// Epilogue finishes a block of C — rows i0..i1−1, columns j0..j1−1 — right after the
+// goroutine that computed it wrote its last k-block, while it is still in cache: an
+// elementwise step after the product (C = β·C₀ + α·C) then costs no second pass over C
+// and no parallel region of its own. Epilogues of different blocks run concurrently and
+// never overlap; together they cover C exactly once.
+type Epilogue func(i0, i1, j0, j1 int)
+
+// GemmThen is Gemm (without accumulation) followed by then on every block of C as it
+// is finished. It rounds exactly as Gemm does.
+func GemmThen(ta, tb Trans, m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int, then Epilogue) {
+	p := problem{ta: ta, tb: tb, m: m, n: n, k: k, a: a, lda: lda, b: b, ldb: ldb, c: c, ldc: ldc, then: then}
+	if err := p.check(); err != nil {
+		panic(err.Error())
+	}
+	p.run(defaultKernels(), runtime.GOMAXPROCS(0))
+}
+
 // problem is one validated Gemm call.
 type problem struct {
 	ta, tb  Trans
@@ -120,6 +137,7 @@ type problem struct {
 	ldc     int
 	acc     bool
 	pack    PackFunc // when set, supplies op(B) in place of b
+	then    Epilogue // when set, finishes each block of C
 }
 
 // PanelWidth is the column width of the packed B panels a PackFunc writes.
@@ -360,6 +378,9 @@ func runBatch(ps []*problem, ks kernels, workers int) {
 					clear(p.c[i*p.ldc : i*p.ldc+p.n])
 				}
 			}
+			if p.then != nil {
+				p.then(0, p.m, 0, p.n)
+			}
 			continue
 		}
 		plans = append(plans, newPlan(p, ks))
@@ -415,7 +436,11 @@ func runBatch(ps []*problem, ks kernels, workers int) {
 			w.bind(pl)
 			t -= first[i]
 			i0, j0 := (t/pl.tilesN)*pl.tm, (t%pl.tilesN)*pl.tn
-			w.tile(i0, min(pl.tm, pl.m-i0), j0, min(pl.tn, pl.n-j0))
+			mt, nt := min(pl.tm, pl.m-i0), min(pl.tn, pl.n-j0)
+			w.tile(i0, mt, j0, nt)
+			if pl.then != nil {
+				pl.then(i0, i0+mt, j0, j0+nt)
+			}
 		}
 	}
 	par.Run(workers, work)
