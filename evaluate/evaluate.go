@@ -214,15 +214,19 @@ func scoreCorruption(m *dg.Model, c Case, corr objective.Corruption, twoPass boo
 	mx.Tidy(m.Engine, func() []*mx.Array {
 		e := m.Engine
 		prompt, canvas := mx.FromInt32(e, c.Prompt, 1, len(c.Prompt)), mx.FromInt32(e, corr.Canvas, 1, len(corr.Canvas))
-		cache := m.NewCache()
-		if err = m.EncodeWithImages(prompt, c.Images, cache); err != nil {
-			return nil
-		}
 		var hidden *mx.Array
-		if twoPass {
-			hidden = objective.SelfConditionedHidden(m, canvas, cache)
+		if !twoPass && len(c.Images) == 0 {
+			hidden = m.EncodeDecodeHidden(prompt, canvas)
 		} else {
-			hidden = m.DecodeHidden(canvas, cache, nil)
+			cache := m.NewCache()
+			if err = m.EncodeWithImages(prompt, c.Images, cache); err != nil {
+				return nil
+			}
+			if twoPass {
+				hidden = objective.SelfConditionedHidden(m, canvas, cache)
+			} else {
+				hidden = m.DecodeHidden(canvas, cache, nil)
+			}
 		}
 		// Only corrupted positions are scored, so only their rows go through the head.
 		var rows, target []int32

@@ -142,6 +142,24 @@ func (l *Linear) SetTraining(key *mx.Array) {
 	l.calls = 0
 }
 
+// SharedRowwise implements diffusiongemma.RowwiseShared: the encoder pass adds what the
+// decoder pass adds (shared factors, or none in either), no dropout mask is drawn, and a
+// LoRA base, if any, is the same — so both passes' rows may go through one call.
+func (l *Linear) SharedRowwise() bool {
+	ea, eb := l.factors(diffusiongemma.EncoderPass)
+	if da, db := l.factors(diffusiongemma.DecoderPass); ea != da || eb != db {
+		return false
+	}
+	if l.Training && l.Key != nil && l.Dropout > 0 {
+		return false
+	}
+	if _, ok := l.Base.(diffusiongemma.PassLinear); ok {
+		rs, ok := l.Base.(diffusiongemma.RowwiseShared)
+		return ok && rs.SharedRowwise()
+	}
+	return true
+}
+
 // dropout is MLX's nn.Dropout: keep each element with probability 1−p and scale the kept
 // ones by 1/(1−p), so the expectation is unchanged.
 func (l *Linear) dropout(x *mx.Array) *mx.Array {

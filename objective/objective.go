@@ -163,13 +163,22 @@ func (o Objective) ExampleTerms(m *dg.Model, ex Example, c Corruption) Terms {
 		panic(fmt.Sprintf("objective: corruption of block %d (%d positions) does not fit a target of %d with block length %d", c.Block, len(c.Canvas), len(ex.Target), o.BlockLen))
 	}
 	target := ex.Target[start : start+len(c.Canvas)]
-	cache, enc := o.encode(m, ex, start)
 	canvas := mx.FromInt32(e, c.Canvas, 1, len(c.Canvas))
 	var hidden *mx.Array // [1, L, H], final-normed
-	if c.SelfCond {
-		hidden = SelfConditionedHidden(m, canvas, cache)
+	var enc Terms
+	if o.EncoderWeight == 0 && !c.SelfCond && len(ex.Images) == 0 {
+		// The reference step: the encoder's context (the prompt and the blocks before
+		// this one) and the canvas in one pass where the model allows it.
+		ctx := append(append([]int32(nil), ex.Prompt...), ex.Target[:start]...)
+		hidden = m.EncodeDecodeHidden(mx.FromInt32(e, ctx, 1, len(ctx)), canvas)
 	} else {
-		hidden = m.DecodeHidden(canvas, cache, nil)
+		var cache *dg.Cache
+		cache, enc = o.encode(m, ex, start)
+		if c.SelfCond {
+			hidden = SelfConditionedHidden(m, canvas, cache)
+		} else {
+			hidden = m.DecodeHidden(canvas, cache, nil)
+		}
 	}
 	w := o.weights(c)
 	count := 0.0

@@ -40,12 +40,14 @@ func TestScoredRowsMatchFullHead(t *testing.T) {
 			}
 			full := func(args []*mx.Array) *mx.Array {
 				setArgs(t, a, names, args)
-				cache := m.NewCache()
-				m.Encode(mx.FromInt32(e, ex.Prompt, 1, len(ex.Prompt)), cache)
-				canvas := mx.FromInt32(e, c.Canvas, 1, len(c.Canvas))
-				logits := m.Decode(canvas, cache, nil)
+				prompt, canvas := mx.FromInt32(e, ex.Prompt, 1, len(ex.Prompt)), mx.FromInt32(e, c.Canvas, 1, len(c.Canvas))
+				var logits *mx.Array
 				if c.SelfCond {
+					cache := m.NewCache()
+					m.Encode(prompt, cache)
 					logits = SelfConditioned(m, canvas, cache)
+				} else {
+					logits = m.Logits(m.EncodeDecodeHidden(prompt, canvas))
 				}
 				w := o.weights(c)
 				return mx.Sum(mx.Multiply(CrossEntropy(logits, ex.Target), mx.FromFloat32(e, w, 1, len(w))), false)

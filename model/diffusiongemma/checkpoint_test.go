@@ -16,6 +16,12 @@ import (
 // whose B matrices are random too, so that every adapter array gets a gradient.
 func adaptedModel(t *testing.T, e mx.Engine, preset, bits string, dropout float64) (*dg.Model, *lora.Adapter) {
 	t.Helper()
+	return adaptedModelWith(t, e, preset, bits, lora.Config{Rank: 4, Scale: 2, Dropout: dropout})
+}
+
+// adaptedModelWith is adaptedModel with the adapter's whole configuration.
+func adaptedModelWith(t *testing.T, e mx.Engine, preset, bits string, lc lora.Config) (*dg.Model, *lora.Adapter) {
+	t.Helper()
 	cfg, err := dg.Preset(preset)
 	if err != nil {
 		t.Fatal(err)
@@ -28,7 +34,7 @@ func adaptedModel(t *testing.T, e mx.Engine, preset, bits string, dropout float6
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := lora.Attach(m, lora.Config{Rank: 4, Scale: 2, Dropout: dropout}, 3)
+	a, err := lora.Attach(m, lc, 3)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -93,6 +93,12 @@ type EstimateOptions struct {
 	GCPercent int
 	// GradCheckpoint estimates a step with grad_checkpoint: true (per-layer recomputation).
 	GradCheckpoint bool
+	// SeparatePasses estimates the encoder and decoder passes run one after the other, as
+	// with LoRA dropout or an encoder with its own factors; otherwise (the reference
+	// objective's step where the passes share every linear, Model.EncodeDecodeHidden)
+	// each layer runs once over the prompt and canvas rows together. It matters with
+	// GradCheckpoint, whose re-run pass is then the N + L rows of a layer.
+	SeparatePasses bool
 	// MappedWeights counts weights as the go engine loads them: in place from the mapped
 	// checkpoint where the stored dtype needs no conversion (see the package comment).
 	MappedWeights bool
@@ -551,9 +557,25 @@ func activationBytes(cfg *Config, targets []LoRATarget, o EstimateOptions) []Mem
 			rerun = one
 		}
 	}
+	fused := o.GradCheckpoint && n > 0 && !o.SeparatePasses
 	// Layers before the first adapted one see no traced input: nothing of theirs is kept.
 	for i := first; i < t.NumHiddenLayers; i++ {
 		g := passGeom{t: t, rank: o.Rank, lora: lora[i]}
+		if last := i == t.NumHiddenLayers-1; fused {
+			// One checkpointed pass over the N + L rows: it keeps its output (the canvas
+			// rows alone after the last layer) and re-runs both passes' graphs at once.
+			c.f32(actEmbed, true, l*h)
+			if !last {
+				c.f32(actEmbed, true, n*h)
+			}
+			one := newActCounter(all)
+			one.layerPass(g, i, n, n, true, last)
+			one.layerPass(g, i, l, n, false, false)
+			if rerun == nil || one.total() > rerun.total() {
+				rerun = one
+			}
+			continue
+		}
 		if n > 0 {
 			pass(g, i, n, true, i == t.NumHiddenLayers-1)
 		}
@@ -576,7 +598,11 @@ func activationBytes(cfg *Config, targets []LoRATarget, o EstimateOptions) []Mem
 		// By the time the passes are re-run the head's cotangents are gone (its graph stays):
 		// the peak is the larger of the head's transient and one re-run pass with its own
 		// (about two copies of its biggest tensor, the experts' rows).
-		passTransient := 2 * 4 * int64(max(l, n)*t.TopKExperts*h)
+		rows := max(l, n)
+		if fused {
+			rows = n + l
+		}
+		passTransient := 2 * 4 * int64(rows*t.TopKExperts*h)
 		if rerun.total()+passTransient > headTransient {
 			c.bytes(actRerun, true, rerun.total())
 			c.bytes(actBackward, true, passTransient)
