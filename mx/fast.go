@@ -81,6 +81,28 @@ func GeGLU(gate, up *Array) *Array {
 	return Wrap(e, e.GeGLU(gate.h, up.h))
 }
 
+// GeGLUSplitter is the optional capability of an engine that computes GeGLUSplit as one
+// op, with a VJP that writes both halves' cotangents into one array.
+type GeGLUSplitter interface {
+	GeGLUSplit(x Handle) Handle
+}
+
+// GeGLUSplit is GeGLU of the two halves of x's last axis — gelu_tanh(x[..., :I])·
+// x[..., I:] for a float x [..., 2I], a fused gate/up projection's output — as one op on
+// an engine that has it (GeGLUSplitter), where the backward then needs neither the two
+// slices nor a zero-padded cotangent for each and their sum; elsewhere the composition
+// of two slices and GeGLU. Both give the same values.
+func GeGLUSplit(x *Array) *Array {
+	w := x.Dim(-1)
+	if w%2 != 0 || !x.DType().IsFloat() {
+		panic(fmt.Sprintf("mx: geglu_split: x %v %s must be a float array with an even last axis", x.Shape(), x.DType()))
+	}
+	if s, ok := x.e.(GeGLUSplitter); ok {
+		return Wrap(x.e, s.GeGLUSplit(x.h))
+	}
+	return GeGLU(SliceAxis(x, -1, 0, w/2), SliceAxis(x, -1, w/2, w))
+}
+
 // Quantize packs the last axis of w (MLX affine quantization).
 func Quantize(w *Array, groupSize, bits int) (wq, scales, biases *Array) {
 	checkQuant("quantize", w.Dim(-1), groupSize, bits)

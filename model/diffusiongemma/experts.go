@@ -21,11 +21,8 @@ func sortedExperts(gateUp, down *ExpertWeight, z, idx, w *mx.Array) *mx.Array {
 	tokens := mx.FloorDivide(order, mx.Scalar(e, float64(k), order.DType())) // token of each sorted pair
 	xs := mx.Take(mx.Reshape(z, b*s, h), tokens, 0)                          // [T·k, H]
 
-	gu := gateUp.Gather(xs, sortedIdx, true) // [T·k, 2I]
-	inter := gu.Dim(-1) / 2
-	gate := mx.SliceAxis(gu, -1, 0, inter)
-	up := mx.SliceAxis(gu, -1, inter, 2*inter)
-	y := down.Gather(mx.GeGLU(gate, up), sortedIdx, true) // [T·k, H]
+	gu := gateUp.Gather(xs, sortedIdx, true)             // [T·k, 2I]: gate, then up
+	y := down.Gather(mx.GeGLUSplit(gu), sortedIdx, true) // [T·k, H]
 
 	y = mx.Take(y, mx.Argsort(order, 0), 0) // back to (token, slot) order
 	y = mx.Reshape(y, b, s, k, h)

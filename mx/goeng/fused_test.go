@@ -33,6 +33,43 @@ func TestGeGLU(t *testing.T) {
 	}
 }
 
+// TestGeGLUSplit: GeGLU of the halves of the last axis as one op gives the values and
+// gradient of the composition GeGLU(slice, slice) — for halves that are whole vectors
+// and halves with tails, with a batch axis — and refuses an odd last axis.
+func TestGeGLUSplit(t *testing.T) {
+	e := mxtest.Go(t)
+	rng := rand.New(rand.NewPCG(45, 46))
+	for _, shape := range [][]int{{7, 20}, {3, 4, 512}, {1, 2}} {
+		x := mx.MulScalar(mxtest.RandN(e, rng, shape...), 3)
+		w := shape[len(shape)-1]
+		r := mxtest.RandN(e, rng, append(slices.Clone(shape[:len(shape)-1]), w/2)...)
+		split := func(a []*mx.Array) []*mx.Array {
+			return []*mx.Array{mx.Sum(mx.Multiply(mx.GeGLUSplit(a[0]), r), false)}
+		}
+		composed := func(a []*mx.Array) []*mx.Array {
+			g := mx.GeGLU(mx.SliceAxis(a[0], -1, 0, w/2), mx.SliceAxis(a[0], -1, w/2, w))
+			return []*mx.Array{mx.Sum(mx.Multiply(g, r), false)}
+		}
+		if got, want := mx.GeGLUSplit(x), mx.GeGLU(mx.SliceAxis(x, -1, 0, w/2), mx.SliceAxis(x, -1, w/2, w)); !slices.Equal(got.Shape(), want.Shape()) || !slices.Equal(got.Float32s(), want.Float32s()) {
+			t.Fatalf("%v: GeGLUSplit differs from GeGLU of the slices", shape)
+		}
+		_, g0 := mx.ValueAndGrad(split, 0)([]*mx.Array{x})
+		_, g1 := mx.ValueAndGrad(composed, 0)([]*mx.Array{x})
+		// == on float32: a −0 cotangent the composition's padding sum turned into +0 is equal.
+		if !slices.Equal(g0[0].Float32s(), g1[0].Float32s()) {
+			t.Errorf("%v: gradient differs from the composition's", shape)
+		}
+	}
+	msg := func() (msg string) {
+		defer func() { msg = fmt.Sprint(recover()) }()
+		mx.GeGLUSplit(mx.Zeros(e, []int{2, 3}, mx.Float32))
+		return "no panic"
+	}()
+	if !strings.Contains(msg, "geglu_split") || !strings.Contains(msg, "[2 3]") {
+		t.Errorf("odd last axis: panic %q", msg)
+	}
+}
+
 // TestAddMM: beta·c + alpha·(a·b) as one op gives the bits of the three separate ops,
 // forward and backward (the LoRA linear relies on it), also for alpha = beta = 1, a
 // broadcast c, and batched operands; a c that does not broadcast is refused.

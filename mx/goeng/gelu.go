@@ -2,6 +2,7 @@ package goeng
 
 import (
 	"math"
+	"slices"
 
 	"github.com/dgtune/dgtune/mx"
 	"github.com/dgtune/dgtune/mx/internal/uninit"
@@ -160,5 +161,38 @@ func (e *Engine) GeGLU(hg, hu mx.Handle) mx.Handle {
 			res[1] = fromF32(up.shape, mx.Float32, du)
 		}
 		return res
+	})
+}
+
+// GeGLUSplit implements mx.GeGLUSplitter: GeGLU of the halves of each row of x [..., 2I]
+// in one pass, the same elementwise computation as GeGLU of the two slices. Its VJP writes
+// d gate and d up into the two halves of one [..., 2I] cotangent, where the slices' VJPs
+// would each allocate a zero-padded one and the backward add them.
+func (e *Engine) GeGLUSplit(hx mx.Handle) mx.Handle {
+	x := tt(hx)
+	nd := len(x.shape)
+	w := x.shape[nd-1]
+	half := w / 2
+	rows := x.size() / max(w, 1)
+	xv := x.f32()
+	out := uninit.Float32s(rows * half)
+	parallelFor(rows, 24*half, func(lo, hi int) {
+		for r := lo; r < hi; r++ {
+			gegluRows(out[r*half:(r+1)*half], xv[r*w:r*w+half], xv[r*w+half:(r+1)*w])
+		}
+	})
+	shape := slices.Clone(x.shape)
+	shape[nd-1] = half
+	res := fromF32(shape, x.dt, out)
+	return record(res, "geglu_split", []*tensor{x}, func(g *tensor) []*tensor {
+		ct := g.f32()
+		dx := uninit.Float32s(len(xv))
+		parallelFor(rows, 24*half, func(lo, hi int) {
+			for r := lo; r < hi; r++ {
+				row := dx[r*w : (r+1)*w]
+				gegluGradRows(row[:half], row[half:], xv[r*w:r*w+half], xv[r*w+half:(r+1)*w], ct[r*half:(r+1)*half])
+			}
+		})
+		return []*tensor{fromF32(x.shape, mx.Float32, dx)}
 	})
 }

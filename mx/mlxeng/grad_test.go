@@ -165,6 +165,8 @@ func gradCases() []gradCase {
 			func(a []*mx.Array) *mx.Array { return weighted(mx.AddMM(a[0], a[1], a[2], 8, 1), 285) }},
 		gradCase{"geglu", func(e mx.Engine) []*mx.Array { return []*mx.Array{mx.MulScalar(rf(e, 279, 3, 5), 3), rf(e, 280, 3, 5)} },
 			func(a []*mx.Array) *mx.Array { return weighted(mx.GeGLU(a[0], a[1]), 281) }},
+		gradCase{"geglu_split", func(e mx.Engine) []*mx.Array { return []*mx.Array{mx.MulScalar(rf(e, 286, 3, 10), 3)} },
+			func(a []*mx.Array) *mx.Array { return weighted(mx.GeGLUSplit(a[0]), 287) }},
 		gradCase{"astype bfloat16", func(e mx.Engine) []*mx.Array { return []*mx.Array{rf(e, 245, 4, 4)} },
 			func(a []*mx.Array) *mx.Array {
 				return weighted(mx.AsType(mx.Exp(mx.AsType(a[0], mx.BFloat16)), mx.Float32), 246)

@@ -560,6 +560,9 @@ func quantCases() []parityCase {
 		parityCase{"geglu", libm, one(func(e mx.Engine) *mx.Array {
 			return mx.GeGLU(mx.MulScalar(rf(e, 188, 4, 33), 4), rf(e, 189, 4, 33))
 		})},
+		parityCase{"geglu_split", libm, one(func(e mx.Engine) *mx.Array {
+			return mx.GeGLUSplit(mx.MulScalar(rf(e, 196, 4, 66), 4))
+		})},
 		parityCase{"gather_mm", sums, one(func(e mx.Engine) *mx.Array {
 			return mx.GatherMM(rf(e, 183, 2, 3, 16), rf(e, 184, 4, 16, 12), ri(e, 185, 0, 4, 2, 3), false)
 		})},
