@@ -121,7 +121,7 @@ func (a *attention) scoreProducts(ps []sgemm.Product, b0, b1 int, s []float32) [
 // matmul followed by multiply would), and −∞ at masked keys.
 func (a *attention) finishScores(sr []float32, blk, row int) {
 	if a.scale != 1 {
-		for j := range sr {
+		for j := vecVS(mx.OpMultiply, sr, sr, a.scale); j < len(sr); j++ {
 			sr[j] *= a.scale
 		}
 	}
@@ -175,7 +175,7 @@ func softmaxLSE(row []float32) float64 {
 	}
 	s := expRow(row, m)
 	inv := float32(1 / s)
-	for i := range row {
+	for i := vecVS(mx.OpMultiply, row, row, inv); i < len(row); i++ {
 		row[i] *= inv
 	}
 	return float64(m) + math.Log(s)
@@ -288,13 +288,19 @@ func (a *attention) backward(g []float32, lse []float64, wantQ, wantK, wantV boo
 		}
 		a.eachRow(b0, b1, func(blk, row, i int) {
 			pr, dr := p[i*lk:(i+1)*lk], dp[i*lk:(i+1)*lk]
-			var dot float64
-			for j, v := range pr {
-				dot += float64(v) * float64(dr[j])
+			c := float32(dot4(pr, dr))
+			// dS·scale = P·(dP − c)·scale in place of P, each step rounded; dP is not needed
+			// again, so it holds dP − c.
+			for j := vecVS(mx.OpSubtract, dr, dr, c); j < len(dr); j++ {
+				dr[j] -= c
 			}
-			c := float32(dot)
-			for j, v := range pr {
-				pr[j] = v * (dr[j] - c) * a.scale // dS·scale, in place of P
+			for j := vecVV(mx.OpMultiply, pr, pr, dr); j < len(pr); j++ {
+				pr[j] *= dr[j]
+			}
+			if a.scale != 1 {
+				for j := vecVS(mx.OpMultiply, pr, pr, a.scale); j < len(pr); j++ {
+					pr[j] *= a.scale
+				}
 			}
 		})
 		ps = ps[:0]

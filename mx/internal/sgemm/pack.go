@@ -36,16 +36,22 @@ func packA(dst, a []float32, lda int, t Trans, i0, mt, pc, kb int) {
 			continue
 		}
 		if mm == mr {
-			r0 := a[(i0+ir)*lda+pc:]
-			r1 := a[(i0+ir+1)*lda+pc:]
-			r2 := a[(i0+ir+2)*lda+pc:]
-			r3 := a[(i0+ir+3)*lda+pc:]
-			r4 := a[(i0+ir+4)*lda+pc:]
-			r5 := a[(i0+ir+5)*lda+pc:]
-			r0, r1, r2, r3, r4, r5 = r0[:kb], r1[:kb], r2[:kb], r3[:kb], r4[:kb], r5[:kb]
+			if kb == 0 {
+				continue
+			}
+			// The bounds of the last row and the panel's end are checked once; the loop
+			// reads the six rows through one pointer and a stride.
+			_, _ = a[(i0+ir+mr-1)*lda+pc+kb-1], panel[kb*mr-1]
+			src, dp, st := unsafe.Pointer(&a[(i0+ir)*lda+pc]), unsafe.Pointer(&panel[0]), uintptr(4*lda)
 			for p := range kb {
-				d := panel[p*mr : p*mr+mr : p*mr+mr]
-				d[0], d[1], d[2], d[3], d[4], d[5] = r0[p], r1[p], r2[p], r3[p], r4[p], r5[p]
+				s := unsafe.Add(src, 4*p)
+				d := (*[mr]float32)(unsafe.Add(dp, 4*p*mr))
+				d[0] = *(*float32)(s)
+				d[1] = *(*float32)(unsafe.Add(s, st))
+				d[2] = *(*float32)(unsafe.Add(s, 2*st))
+				d[3] = *(*float32)(unsafe.Add(s, 3*st))
+				d[4] = *(*float32)(unsafe.Add(s, 4*st))
+				d[5] = *(*float32)(unsafe.Add(s, 5*st))
 			}
 			continue
 		}
@@ -103,11 +109,22 @@ func packB(dst, b []float32, ldb int, t Trans, pc, kb, j0, nt int) {
 // short ones per panel.
 func packBRows(dst, b []float32, ldb, pc, kb, j0, nt int) {
 	full := nt / nr * nr
+	if full > 0 && kb > 0 {
+		_ = dst[(full-nr)*kb+(kb-1)*nr+nr-1] // the last panel row written below
+	}
 	for p := range kb {
 		row := b[(pc+p)*ldb+j0:]
 		row = row[:nt]
-		for jr := 0; jr < full; jr += nr {
-			*(*[nr]float32)(dst[jr*kb+p*nr:]) = *(*[nr]float32)(row[jr:])
+		if full > 0 {
+			// Eight 8-byte words per panel row: a 64-byte array assignment compiles to a
+			// memmove call, whose overhead is most of the cost at this size.
+			src := unsafe.Pointer(&row[0])
+			dp := unsafe.Pointer(&dst[p*nr])
+			for jr := 0; jr < full; jr += nr {
+				s := (*[8]uint64)(unsafe.Add(src, 4*jr))
+				d := (*[8]uint64)(unsafe.Add(dp, 4*jr*kb))
+				d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7] = s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7]
+			}
 		}
 		if full < nt {
 			d := dst[full*kb+p*nr : full*kb+p*nr+nr]
