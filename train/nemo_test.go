@@ -179,7 +179,9 @@ func TestGradCheckpointNeMo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	close := func(a, b float64) bool { return math.Abs(a-b) <= 1e-5*(1+math.Abs(b)) }
+	// The checkpointed backward sums in another order; three AdamW steps (which divide by
+	// √v, so a tiny gradient's rounding moves its update) carry that into the adapter.
+	close := func(a, b float64) bool { return math.Abs(a-b) <= 1e-4*(1+math.Abs(b)) }
 	if !close(got.FinalLoss, want.FinalLoss) || !close(*got.FinalValLoss, *want.FinalValLoss) {
 		t.Errorf("checkpointed run: train %v val %v, want %v and %v", got.FinalLoss, *got.FinalValLoss, want.FinalLoss, *want.FinalValLoss)
 	}

@@ -305,7 +305,7 @@ func unaryF32Func(op mx.UnaryOp) func(x float32) float32 {
 	case mx.OpRsqrt:
 		return func(x float32) float32 { return float32(1 / math.Sqrt(float64(x))) }
 	case mx.OpTanh:
-		return func(x float32) float32 { return float32(math.Tanh(float64(x))) }
+		return tanhF32
 	case mx.OpSigmoid:
 		return func(x float32) float32 { return float32(1 / (1 + math.Exp(-float64(x)))) }
 	case mx.OpAbs:

@@ -99,3 +99,32 @@ func TestGELUKernels(t *testing.T) {
 		t.Error("gegluGradRows: d up differs")
 	}
 }
+
+// TestTanhAccuracy: tanhF32 within about two float32 ulps of the float64 function across
+// both branches and their seam at 0.625, the saturation at 9, ±0, ±Inf and NaN.
+func TestTanhAccuracy(t *testing.T) {
+	worst, at := 0.0, float32(0)
+	for x := float32(-12); x <= 12; x += 0.000731 {
+		want := math.Tanh(float64(x))
+		got := float64(tanhF32(x))
+		// Relative to the result, or to one ulp of 2⁻²⁴ near zero's neighbourhood.
+		if e := math.Abs(got-want) / math.Max(math.Abs(want), 1e-30); e > worst {
+			worst, at = e, x
+		}
+	}
+	if worst > 2.5e-7 {
+		t.Errorf("worst relative error %.3g at x = %v, want ≤ about 2 ulps", worst, at)
+	}
+	for _, c := range []struct{ x, want float32 }{{0.625, float32(math.Tanh(0.625))}, {9, 1}, {20, 1}, {-20, -1}} {
+		if got := tanhF32(c.x); math.Abs(float64(got-c.want)) > 2.5e-7*math.Abs(float64(c.want)) {
+			t.Errorf("tanh(%v) = %v, want %v", c.x, got, c.want)
+		}
+	}
+	inf := float32(math.Inf(1))
+	if tanhF32(inf) != 1 || tanhF32(-inf) != -1 || !math.IsNaN(float64(tanhF32(float32(math.NaN())))) {
+		t.Errorf("tanh(±Inf, NaN) = %v, %v, %v", tanhF32(inf), tanhF32(-inf), tanhF32(float32(math.NaN())))
+	}
+	if z := tanhF32(float32(math.Copysign(0, -1))); z != 0 || !math.Signbit(float64(z)) {
+		t.Errorf("tanh(−0) = %v, want −0", z)
+	}
+}
