@@ -13,7 +13,8 @@ import (
 // Engine is the pure-Go engine. Every array carries its own data; the engine holds only
 // the MLX release whose algorithms it reproduces where MLX releases differ.
 type Engine struct {
-	mlx mlxver.Version
+	mlx  mlxver.Version
+	rope ropeCache // RoPE's recent cosine and sine tables
 }
 
 // New returns the go engine. Its random numbers are those of the newest MLX release it
@@ -265,7 +266,7 @@ func (e *Engine) RoPE(h mx.Handle, p mx.RoPEParams) mx.Handle {
 	if p.Freqs != nil {
 		f = tt(p.Freqs)
 	}
-	return record(ropeKernel(x, p, f, 1), "rope", []*tensor{x, f}, ropeVJP(p, f))
+	return record(ropeKernel(e, x, p, f, 1), "rope", []*tensor{x, f}, ropeVJP(e, p, f))
 }
 
 func (e *Engine) StopGradient(h mx.Handle) mx.Handle { return untraced(tt(h)) }

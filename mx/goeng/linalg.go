@@ -1,9 +1,11 @@
 package goeng
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 	"slices"
+	"sync"
 
 	"github.com/dgtune/dgtune/mx"
 	"github.com/dgtune/dgtune/mx/internal/sgemm"
@@ -314,7 +316,8 @@ func ropeInvFreq(p mx.RoPEParams, freqs *tensor) []float64 {
 }
 
 // ropeKernel rotates x [..., S, D]; sign -1 applies the inverse rotation (for the VJP).
-func ropeKernel(x *tensor, p mx.RoPEParams, freqs *tensor, sign float64) *tensor {
+// The cosine and sine tables come from the engine's cache of recent ones (nil e: none).
+func ropeKernel(e *Engine, x *tensor, p mx.RoPEParams, freqs *tensor, sign float64) *tensor {
 	nd := len(x.shape)
 	if nd < 2 {
 		panic(fmt.Sprintf("goeng: rope on shape %v", x.shape))
@@ -326,18 +329,7 @@ func ropeKernel(x *tensor, p mx.RoPEParams, freqs *tensor, sign float64) *tensor
 	if scale == 0 {
 		scale = 1
 	}
-	cos := make([]float32, s*half)
-	sin := make([]float32, s*half)
-	parallelFor(s, 40*half, func(lo, hi int) { // a sine and a cosine cost ~20 ns each
-		for t := lo; t < hi; t++ {
-			pos := float64(p.Offset+t) * scale
-			for i := range half {
-				a := float32(pos * inv[i])
-				cos[t*half+i] = float32(math.Cos(float64(a)))
-				sin[t*half+i] = float32(sign * math.Sin(float64(a)))
-			}
-		}
-	})
+	cos, sin := e.ropeTables(p.Offset, s, scale, sign, inv)
 	in := x.f32()
 	out := uninit.Float32s(len(in))
 	rows := len(in) / max(d, 1)
@@ -363,12 +355,88 @@ func ropeKernel(x *tensor, p mx.RoPEParams, freqs *tensor, sign float64) *tensor
 	return fromF32(x.shape, x.dt, out)
 }
 
+// ropeTables returns cos(a) and sign·sin(a) for the angles a = (offset + t)·scale·inv[i],
+// t < s, i < len(inv), as [s, len(inv)] tables. A training step rotates q and k of every
+// layer at the same positions, forward and backward, so the tables are kept in a small
+// cache of the most recent ones (read only once made) instead of taking 2·s·len(inv)
+// sines and cosines, ~20 ns each, every call.
+func (e *Engine) ropeTables(offset, s int, scale, sign float64, inv []float64) (cos, sin []float32) {
+	key := make([]byte, 0, 8*(4+len(inv)))
+	for _, v := range []uint64{uint64(offset), uint64(s), math.Float64bits(scale), math.Float64bits(sign)} {
+		key = binary.LittleEndian.AppendUint64(key, v)
+	}
+	for _, v := range inv {
+		key = binary.LittleEndian.AppendUint64(key, math.Float64bits(v))
+	}
+	if e != nil {
+		if cos, sin, ok := e.rope.get(string(key)); ok {
+			return cos, sin
+		}
+	}
+	half := len(inv)
+	cos, sin = make([]float32, s*half), make([]float32, s*half)
+	parallelFor(s, 40*half, func(lo, hi int) { // a sine and a cosine cost ~20 ns each
+		for t := lo; t < hi; t++ {
+			pos := float64(offset+t) * scale
+			for i := range half {
+				a := float32(pos * inv[i])
+				cos[t*half+i] = float32(math.Cos(float64(a)))
+				sin[t*half+i] = float32(sign * math.Sin(float64(a)))
+			}
+		}
+	})
+	if e != nil {
+		e.rope.put(string(key), cos, sin)
+	}
+	return cos, sin
+}
+
+// ropeCache holds the last few RoPE tables, most recent first.
+type ropeCache struct {
+	mu      sync.Mutex
+	entries []ropeEntry
+}
+
+type ropeEntry struct {
+	key      string
+	cos, sin []float32
+}
+
+// ropeCacheSize covers a step's distinct tables (sliding and full layers, forward and
+// backward signs, a few lengths) with room to spare; each is 2·s·dims/2 floats.
+const ropeCacheSize = 16
+
+func (c *ropeCache) get(key string) (cos, sin []float32, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, en := range c.entries {
+		if en.key == key {
+			copy(c.entries[1:i+1], c.entries[:i]) // move to the front
+			c.entries[0] = en
+			return en.cos, en.sin, true
+		}
+	}
+	return nil, nil, false
+}
+
+func (c *ropeCache) put(key string, cos, sin []float32) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.entries) < ropeCacheSize {
+		c.entries = append(c.entries, ropeEntry{})
+	}
+	copy(c.entries[1:], c.entries[:len(c.entries)-1])
+	c.entries[0] = ropeEntry{key, cos, sin}
+}
+
 // AddMM implements mx.Engine: beta·c + alpha·(a·b) in one pass over the product, which
 // sgemm writes into the result's own buffer. The terms round as the separate ops
 // would (the product, then alpha·p, beta·c and their sum, each once in float32; a
-// factor of 1 is skipped, as multiplying by 1 is exact), and so does the VJP, which
-// scales the cotangent by alpha before the products: dc = beta·g (summed over c's
-// broadcast axes), da = (alpha·g)·bᵀ, db = aᵀ·(alpha·g).
+// factor of 1 is skipped, as multiplying by 1 is exact). The VJP is dc = beta·g (summed
+// over c's broadcast axes), da = g·(alpha·b)ᵀ, db = (alpha·a)ᵀ·g: alpha scales the small
+// factor of each product rather than g (for LoRA, [tokens, out] against [rank, out] and
+// [tokens, rank]), which rounds differently from the separate ops' (alpha·g) in the last
+// place.
 func (e *Engine) AddMM(hc, ha, hb mx.Handle, alpha, beta float64) mx.Handle {
 	c, a, b := tt(hc), tt(ha), tt(hb)
 	al, be := float32(alpha), float32(beta)
@@ -447,12 +515,17 @@ func addmmVJP(c, a, b *tensor, alpha, beta float32) func(g *tensor) []*tensor {
 			}
 			res[0] = unbroadcast(dc, c.shape)
 		}
-		if a.node != nil || b.node != nil {
-			gs := g
-			if alpha != 1 {
-				gs = kscale(g, alpha)
+		if alpha != 1 {
+			// α on the small factor of each product — da = g·(α·b)ᵀ, db = (α·a)ᵀ·g — not on
+			// g: for LoRA, a is [tokens, rank] and b [rank, out] while g is [tokens, out].
+			if a.node != nil {
+				res[1] = unbroadcast(matmulOp(g, kscale(b, alpha), false, true), a.shape)
 			}
-			ab := mm(gs)
+			if b.node != nil {
+				res[2] = matmulVJP(kscale(a, alpha), b)(g)[1] // kscale's result is untraced: no da
+			}
+		} else if a.node != nil || b.node != nil {
+			ab := mm(g)
 			res[1], res[2] = ab[0], ab[1]
 		}
 		return res

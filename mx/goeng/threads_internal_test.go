@@ -62,7 +62,7 @@ func TestKernelsIndependentOfThreads(t *testing.T) {
 			return sliceVJP(x, []int{3, 10}, []int{rows - 5, d - 7}, []int{2, 3})(sliceKernel(g, []int{3, 10}, []int{rows - 5, d - 7}, []int{2, 3}))
 		},
 		"rope": func() []*tensor {
-			return []*tensor{ropeKernel(q, mx.RoPEParams{Dims: 48, Base: 10000, Scale: 1, Offset: 5}, nil, 1)}
+			return []*tensor{ropeKernel(nil, q, mx.RoPEParams{Dims: 48, Base: 10000, Scale: 1, Offset: 5}, nil, 1)}
 		},
 		"cotangent sum":    func() []*tensor { return []*tensor{kadd(x, g)} },
 		"x·A, rank 8 wide": func() []*tensor { return []*tensor{matmulKernel(a, b)} },
@@ -161,5 +161,28 @@ func TestCountingArgsortIsStable(t *testing.T) {
 	}
 	if countingArgsort([]int64{0, 1 << 40}, make([]int32, 2)) {
 		t.Error("a range of 2^40 counted")
+	}
+}
+
+// TestRoPETablesCached: RoPE with the engine's table cache gives the bits of freshly made
+// tables, for more distinct tables than the cache holds (evicted ones are made again), both
+// signs, and a second round that finds the recent ones.
+func TestRoPETablesCached(t *testing.T) {
+	e := New()
+	rng := rand.New(rand.NewPCG(3, 4))
+	x := fromF32([]int{2, 3, 7, 16}, mx.Float32, randF32(rng, 2*3*7*16))
+	for round := range 2 {
+		for off := range ropeCacheSize + 4 {
+			for _, sign := range []float64{1, -1} {
+				p := mx.RoPEParams{Dims: 12, Base: 10000, Scale: 1, Offset: off}
+				got, want := ropeKernel(e, x, p, nil, sign).f32(), ropeKernel(nil, x, p, nil, sign).f32()
+				if !slices.Equal(got, want) {
+					t.Fatalf("round %d, offset %d, sign %v: cached tables differ", round, off, sign)
+				}
+			}
+		}
+	}
+	if n := len(e.rope.entries); n != ropeCacheSize {
+		t.Errorf("cache holds %d tables, want %d", n, ropeCacheSize)
 	}
 }

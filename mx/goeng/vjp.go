@@ -528,6 +528,6 @@ func rmsNormWeightGrad(xv, gv []float32, inv []float64, w *tensor, d int) *tenso
 }
 
 // RoPE is a rotation per pair; its adjoint rotates g by the opposite angle.
-func ropeVJP(p mx.RoPEParams, freqs *tensor) func(g *tensor) []*tensor {
-	return func(g *tensor) []*tensor { return []*tensor{ropeKernel(g, p, freqs, -1), nil} }
+func ropeVJP(e *Engine, p mx.RoPEParams, freqs *tensor) func(g *tensor) []*tensor {
+	return func(g *tensor) []*tensor { return []*tensor{ropeKernel(e, g, p, freqs, -1), nil} }
 }

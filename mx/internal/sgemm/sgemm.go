@@ -29,8 +29,9 @@ const (
 	kcMax = 256
 	// mcMax keeps the packed A block (mcMax×kc, 144 KiB) in L2 next to the B slab.
 	mcMax = 144
-	// mcPackedMax is mcMax for a product whose B a PackFunc decodes: the packed A
-	// block (mcPackedMax×kc, 512 KiB) still fits an L2 of 1 MiB or more.
+	// mcPackedMax is mcMax for a product whose B a PackFunc decodes or that is big
+	// (bigB): the packed A block (mcPackedMax×kc, 512 KiB) still fits an L2 of 1 MiB or
+	// more.
 	mcPackedMax = 516
 	// ncMax bounds the packed B slab (kc×ncMax, 512 KiB), which lives in L2/L3.
 	ncMax = 512
@@ -39,6 +40,10 @@ const (
 	// times that packing it would cost as much as the product; B is streamed
 	// through the row kernel instead.
 	smallM = 16
+
+	// bigB is the size of op(B) (elements, 1 MiB of float32) from which a product takes
+	// the tall row tiles of a decoded B: its packing then costs more than re-packing A.
+	bigB = 1 << 18
 
 	// minParallel is the number of multiply-adds below which starting goroutines
 	// costs more than it saves (2^16 MACs take ~4 µs on one AVX2 core; starting and
@@ -275,9 +280,12 @@ func newPlan(p *problem, ks kernels) plan {
 		pl.unitM = skinnyRows
 	}
 	rowLimit := mcMax
-	if p.pack != nil {
-		// A packed B is decoded once per row tile: taller tiles decode it fewer times,
-		// and decoding a quantized weight costs more than packing the rows of A.
+	if p.pack != nil || p.k*p.n >= bigB {
+		// B is packed (or decoded) once per row tile: taller tiles pack it fewer times.
+		// Decoding a quantized weight costs more than packing the rows of A, and a large
+		// float32 weight streams from memory each time (at 384 rows, 144-row tiles read
+		// it three times; 2 threads on the device, float32 bench: 661–700 → 694–803
+		// tokens/s).
 		rowLimit = mcPackedMax
 	}
 	pl.tm, pl.tilesM = split(p.m, rowLimit, pl.unitM)
