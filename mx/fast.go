@@ -103,6 +103,35 @@ func GeGLUSplit(x *Array) *Array {
 	return GeGLU(SliceAxis(x, -1, 0, w/2), SliceAxis(x, -1, w/2, w))
 }
 
+// TakeWeightedSummer is the optional capability of an engine that computes
+// TakeWeightedSum as one op.
+type TakeWeightedSummer interface {
+	TakeWeightedSum(y, idx, w Handle) Handle
+}
+
+// TakeWeightedSum is Σ_k w[..., k]·y[idx[..., k], :]: rows of y [R, H] picked by the
+// integer idx [..., K] and summed with the float weights w (idx's shape) → [..., H]. It is
+// the mixture of experts' combine — each token's K expert outputs, weighted by the router —
+// as one op on an engine that has it (TakeWeightedSummer), where the forward reads each
+// picked row once and the backward writes each row's cotangent once instead of
+// materialising [..., K, H] three times; elsewhere the composition Take, Multiply, Sum
+// over K, with the same values.
+func TakeWeightedSum(y, idx, w *Array) *Array {
+	e := sameEngine("take_weighted_sum", y, idx)
+	sameEngine("take_weighted_sum", y, w)
+	if y.Ndim() != 2 || !idx.DType().IsInteger() || !w.DType().IsFloat() || !y.DType().IsFloat() || !slices.Equal(idx.Shape(), w.Shape()) || idx.Ndim() < 1 {
+		panic(fmt.Sprintf("mx: take_weighted_sum: y %v %s (want [R, H] float), idx %v %s (integer) and w %v %s (float, idx's shape)",
+			y.Shape(), y.DType(), idx.Shape(), idx.DType(), w.Shape(), w.DType()))
+	}
+	if s, ok := e.(TakeWeightedSummer); ok {
+		return Wrap(e, s.TakeWeightedSum(y.h, idx.h, w.h))
+	}
+	ks := idx.Shape()
+	picked := Take(y, Reshape(idx, idx.Size()), 0)                    // [Π ks, H]
+	picked = Reshape(picked, append(slices.Clone(ks), y.Dim(1))...)   // [..., K, H]
+	return Sum(Multiply(picked, ExpandDims(w, -1)), false, len(ks)-1) // [..., H]
+}
+
 // Quantize packs the last axis of w (MLX affine quantization).
 func Quantize(w *Array, groupSize, bits int) (wq, scales, biases *Array) {
 	checkQuant("quantize", w.Dim(-1), groupSize, bits)

@@ -482,16 +482,15 @@ func (c *actCounter) layerPass(g passGeom, i, s, n int, encoder, kvOnly bool) {
 
 	// Experts (experts.go): norm; the (token, slot) pairs sorted by expert (sorted
 	// indices, token of each pair, inverse permutation: int32); rows gathered in that order;
-	// fused gate/up; GeGLU of its halves; down; outputs back in token order; ·weights; Σ_k.
+	// fused gate/up; GeGLU of its halves; down; back in token order, weighted and summed
+	// over the slots in one op.
 	c.f32(actExperts, false, s*h)
 	c.i32(actExperts, true, 3*s*k)
 	c.f32(actExperts, false, s*k*h)   // gathered rows
 	c.f32(actExperts, true, s*k*2*im) // gate_up (GeGLUSplit's input)
 	c.f32(actExperts, false, s*k*im)  // GeGLU
-	c.f32(actExperts, false, s*k*h)   // down, sorted
-	c.f32(actExperts, true, s*k*h)    // down, token order
-	c.f32(actExperts, false, s*k*h)   // ·weights
-	c.f32(actExperts, true, s*h)      // Σ_k
+	c.f32(actExperts, true, s*k*h)    // down, sorted (TakeWeightedSum's rows)
+	c.f32(actExperts, true, s*h)      // Σ_k w·rows, in token order
 	c.f32(actExperts, false, s*h)     // post_feedforward_layernorm_2
 
 	// Merge: h1 + h2, norm, + h_mid, ·layer_scalar.

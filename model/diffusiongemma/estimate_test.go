@@ -131,19 +131,19 @@ func oneLayer(t *testing.T) *dg.Config {
 //	down: 16 + 128 + 128 = 272; post_feedforward_layernorm_1 128
 //	router: norm, ·scale 256, ·root 128, scores 2·4 = 8, indices 4 (int32), four [2, 2] = 16
 //	experts: z 128, three int32 permutations 3·4 = 12, rows 2·2·64 = 256, gate_up 256
-//	  (GeGLUSplit's input), GeGLU 128, outputs sorted 256 and in token order 256, ·weights
-//	  256, Σ 128, norm 128 = 1804
+//	  (GeGLUSplit's input), GeGLU 128, outputs sorted 256, their weighted sum 128 (one op),
+//	  norm 128 = 1292
 //	merge: 4·128 = 512
-//	layer total 7496 (29984 B) + 64 B; first-layer inputs (0+2)·64 = 128
+//	layer total 6984 (27936 B) + 64 B; first-layer inputs (0+2)·64 = 128
 //	head: final norm 2·64 = 128, z and z/30 2·2·512 = 2048, tanh and logits 2048, CE terms
 //	  6·2 = 12 → 4236; backward transient 3·2·512 = 3072
-//	total 30048 + 4·(128 + 4236 + 3072) = 59792 bytes.
+//	total 28000 + 4·(128 + 4236 + 3072) = 57744 bytes.
 //
 // Only what VJPs read (RetainNeeded): input norm 128; q: x·A 16, AddMM 256, RoPE 256; k:
 // x·A 16, AddMM 64, RoPE 64; transposed v 64; the log-sum-exps (64 B); the attention output
 // transposed back 256; o: x·A 16, AddMM 128; h_mid 128, u 128; gate and up: 2·(16 + 256);
 // GeGLU 256; down: 16 + 128; router indices, softmax, per-expert scales and weights 4·4;
-// experts: permutations 12, gate_up 256, outputs in token order 256, Σ 128; h1+h2 128,
+// experts: permutations 12, gate_up 256, outputs sorted 256, their weighted sum 128; h1+h2 128,
 // layer out 128 → 3388 elements (13552 B) + 64 B; logits and tanh 2048 (8192 B); backward
 // 3072 (12288 B) → 34096 bytes.
 func TestEstimateActivationsOneLayer(t *testing.T) {
@@ -152,7 +152,7 @@ func TestEstimateActivationsOneLayer(t *testing.T) {
 	for _, tc := range []struct {
 		r    dg.Retention
 		want int64
-	}{{dg.RetainGraph, 59792}, {dg.RetainNeeded, 34096}} {
+	}{{dg.RetainGraph, 57744}, {dg.RetainNeeded, 34096}} {
 		est, err := dg.EstimateOptions{Quantization: q, Rank: 8, PromptLen: 0, CanvasLen: 2, Retention: tc.r}.Estimate(cfg)
 		if err != nil {
 			t.Fatal(err)
@@ -165,14 +165,14 @@ func TestEstimateActivationsOneLayer(t *testing.T) {
 	// elements 32768 + 24576 + 67840 = 125184 at 0.75 B, plus (64+64+1+581)·4 → 93888 + 2840
 	// = 96728, all of it stored in float32 (the preset's dtype), so mapped in place and
 	// outside the heap; LoRA 1056·8 = 8448 parameters → 33792 B each for A/B and gradients,
-	// 67584 for m and v. Live = 96728 + 33792 + 33792 + 67584 + 59792 = 291688, of which
-	// 194960 in the heap.
+	// 67584 for m and v. Live = 96728 + 33792 + 33792 + 67584 + 57744 = 289640, of which
+	// 192912 in the heap.
 	est, err := estimateMemory(cfg, q, 8, nil, 0, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if est.Weights != 96728 || est.MappedWeights != 96728 || est.GCHeadroom != 194960 || est.Total != 486648 {
-		t.Errorf("EstimateMemory: weights %d (mapped %d), headroom %d, total %d; want 96728 (96728), 194960, 486648",
+	if est.Weights != 96728 || est.MappedWeights != 96728 || est.GCHeadroom != 192912 || est.Total != 482552 {
+		t.Errorf("EstimateMemory: weights %d (mapped %d), headroom %d, total %d; want 96728 (96728), 192912, 482552",
 			est.Weights, est.MappedWeights, est.GCHeadroom, est.Total)
 	}
 	// Stored in bfloat16 (as probe mkmodel writes quantized checkpoints), the scales and the
@@ -249,9 +249,9 @@ func TestEstimateRealGeometry(t *testing.T) {
 		return 0
 	}
 	t.Logf("grad_checkpoint activations: passes fused %d B (re-run %d B), separate %d B (re-run %d B)", ck.Activations, rerun(ck), sep.Activations, rerun(sep))
-	// Fused, the 768-row re-run (≈ 0.7 GiB) outgrows the head's backward transient and sets
-	// the peak; separate, the 512-row one does not. The fused passes keep no K/V boundaries.
-	if rerun(ck) == 0 || rerun(sep) != 0 || ck.Activations == sep.Activations {
+	// The fused passes keep no K/V boundaries, and here their 768-row re-run stays under
+	// the head's backward transient, as the separate 512-row one does.
+	if ck.Activations >= sep.Activations {
 		t.Errorf("grad_checkpoint: fused activations %d B (re-run %d B), separate %d B (re-run %d B)", ck.Activations, rerun(ck), sep.Activations, rerun(sep))
 	}
 	for _, want := range []string{"weights", "mapped from the checkpoint", "experts", "activations", "attention", "Go GC headroom (GOGC 100)", "total"} {
@@ -273,9 +273,10 @@ func TestEstimateTracksEngine(t *testing.T) {
 		n, l         int
 		short        bool // cheap enough for -short
 	}{
-		{dg.PresetTiny, dg.Bits4, 24, 16, true},
-		{dg.PresetTiny, dg.BitsNone, 24, 16, true},
-		{dg.PresetTiny, dg.BitsMixed, 40, 16, true},
+		// Long enough prompts that a step (both passes in one) spans several collections.
+		{dg.PresetTiny, dg.Bits4, 48, 16, true},
+		{dg.PresetTiny, dg.BitsNone, 48, 16, true},
+		{dg.PresetTiny, dg.BitsMixed, 64, 16, true},
 		{dg.PresetSmall, dg.Bits4, 96, 64, false},
 		{dg.PresetSmall, dg.BitsNone, 16, 24, false}, // dense experts, by sorted segments
 	}

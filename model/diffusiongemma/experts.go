@@ -24,7 +24,8 @@ func sortedExperts(gateUp, down *ExpertWeight, z, idx, w *mx.Array) *mx.Array {
 	gu := gateUp.Gather(xs, sortedIdx, true)             // [T·k, 2I]: gate, then up
 	y := down.Gather(mx.GeGLUSplit(gu), sortedIdx, true) // [T·k, H]
 
-	y = mx.Take(y, mx.Argsort(order, 0), 0) // back to (token, slot) order
-	y = mx.Reshape(y, b, s, k, h)
-	return mx.Sum(mx.Multiply(y, mx.ExpandDims(w, -1)), false, 2)
+	// Back to (token, slot) order by the inverse permutation, weighted and summed over the
+	// slots in one op.
+	inv := mx.Reshape(mx.Argsort(order, 0), b, s, k)
+	return mx.TakeWeightedSum(y, inv, w)
 }

@@ -71,6 +71,70 @@ func TestGeGLUSplit(t *testing.T) {
 	}
 }
 
+// TestTakeWeightedSum: the experts' combine as one op gives the composition's bits — Take,
+// Multiply by the weights, Sum over K — for the value and for the gradients of y and w,
+// with a permutation (the MoE case), repeated rows and rows no one picks, K = 1 and 4, and
+// a batch axis; bad shapes and dtypes are refused.
+func TestTakeWeightedSum(t *testing.T) {
+	e := mxtest.Go(t)
+	rng := rand.New(rand.NewPCG(47, 48))
+	for _, c := range []struct {
+		name   string
+		r, h   int
+		ishape []int
+		ids    []int32
+	}{
+		{"permutation", 6, 20, []int{3, 2}, []int32{4, 0, 5, 1, 2, 3}},
+		{"repeats and gaps", 7, 37, []int{2, 2, 4}, []int32{0, 0, 6, 2, 2, 2, 6, 0, 3, 6, 6, 6, 0, 1, 2, 2}},
+		{"one slot", 4, 9, []int{5, 1}, []int32{3, 3, 1, 0, 3}},
+	} {
+		y := mxtest.RandN(e, rng, c.r, c.h)
+		w := mxtest.RandN(e, rng, c.ishape...)
+		idx := mx.FromInt32(e, c.ids, c.ishape...)
+		k := c.ishape[len(c.ishape)-1]
+		rs := mxtest.RandN(e, rng, append(slices.Clone(c.ishape[:len(c.ishape)-1]), c.h)...)
+		composed := func(a []*mx.Array) *mx.Array {
+			p := mx.Reshape(mx.Take(a[0], mx.Reshape(idx, len(c.ids)), 0), append(slices.Clone(c.ishape), c.h)...)
+			return mx.Sum(mx.Multiply(p, mx.ExpandDims(a[1], -1)), false, len(c.ishape)-1)
+		}
+		fused := func(a []*mx.Array) *mx.Array { return mx.TakeWeightedSum(a[0], idx, a[1]) }
+		got, want := fused([]*mx.Array{y, w}), composed([]*mx.Array{y, w})
+		if !slices.Equal(got.Shape(), want.Shape()) || !slices.Equal(got.Float32s(), want.Float32s()) {
+			t.Fatalf("%s (K=%d): value differs from the composition's", c.name, k)
+		}
+		loss := func(f func([]*mx.Array) *mx.Array) func([]*mx.Array) []*mx.Array {
+			return func(a []*mx.Array) []*mx.Array { return []*mx.Array{mx.Sum(mx.Multiply(f(a), rs), false)} }
+		}
+		_, g0 := mx.ValueAndGrad(loss(fused), 0, 1)([]*mx.Array{y, w})
+		_, g1 := mx.ValueAndGrad(loss(composed), 0, 1)([]*mx.Array{y, w})
+		for i, n := range []string{"dy", "dw"} {
+			if !slices.Equal(g0[i].Float32s(), g1[i].Float32s()) {
+				t.Errorf("%s: %s differs from the composition's", c.name, n)
+			}
+		}
+	}
+	for _, bad := range []func(){
+		func() {
+			mx.TakeWeightedSum(mx.Zeros(e, []int{3}, mx.Float32), mx.Zeros(e, []int{2}, mx.Int32), mx.Zeros(e, []int{2}, mx.Float32))
+		},
+		func() {
+			mx.TakeWeightedSum(mx.Zeros(e, []int{3, 4}, mx.Float32), mx.Zeros(e, []int{2}, mx.Float32), mx.Zeros(e, []int{2}, mx.Float32))
+		},
+		func() {
+			mx.TakeWeightedSum(mx.Zeros(e, []int{3, 4}, mx.Float32), mx.Zeros(e, []int{2}, mx.Int32), mx.Zeros(e, []int{3}, mx.Float32))
+		},
+	} {
+		msg := func() (msg string) {
+			defer func() { msg = fmt.Sprint(recover()) }()
+			bad()
+			return "no panic"
+		}()
+		if !strings.Contains(msg, "take_weighted_sum") {
+			t.Errorf("bad input: panic %q", msg)
+		}
+	}
+}
+
 // TestAddMM: beta·c + alpha·(a·b) as one op gives the bits of the three separate ops
 // forward, and backward for dc and (alpha a power of two) da and db — to float32 rounding
 // otherwise — also for alpha = beta = 1, a broadcast c, and batched operands; a c that does

@@ -165,6 +165,11 @@ func gradCases() []gradCase {
 			func(a []*mx.Array) *mx.Array { return weighted(mx.AddMM(a[0], a[1], a[2], 8, 1), 285) }},
 		gradCase{"geglu", func(e mx.Engine) []*mx.Array { return []*mx.Array{mx.MulScalar(rf(e, 279, 3, 5), 3), rf(e, 280, 3, 5)} },
 			func(a []*mx.Array) *mx.Array { return weighted(mx.GeGLU(a[0], a[1]), 281) }},
+		gradCase{"take_weighted_sum", func(e mx.Engine) []*mx.Array { return []*mx.Array{rf(e, 288, 5, 7), rf(e, 289, 3, 2)} },
+			func(a []*mx.Array) *mx.Array {
+				idx := mx.FromInt32(a[0].Engine(), []int32{4, 0, 2, 2, 1, 3}, 3, 2)
+				return weighted(mx.TakeWeightedSum(a[0], idx, a[1]), 290)
+			}},
 		gradCase{"geglu_split", func(e mx.Engine) []*mx.Array { return []*mx.Array{mx.MulScalar(rf(e, 286, 3, 10), 3)} },
 			func(a []*mx.Array) *mx.Array { return weighted(mx.GeGLUSplit(a[0]), 287) }},
 		gradCase{"astype bfloat16", func(e mx.Engine) []*mx.Array { return []*mx.Array{rf(e, 245, 4, 4)} },

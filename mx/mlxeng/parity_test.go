@@ -560,6 +560,9 @@ func quantCases() []parityCase {
 		parityCase{"geglu", libm, one(func(e mx.Engine) *mx.Array {
 			return mx.GeGLU(mx.MulScalar(rf(e, 188, 4, 33), 4), rf(e, 189, 4, 33))
 		})},
+		parityCase{"take_weighted_sum", sums, one(func(e mx.Engine) *mx.Array {
+			return mx.TakeWeightedSum(rf(e, 197, 6, 20), mx.FromInt32(e, []int32{4, 0, 5, 1, 2, 3, 0, 0}, 4, 2), rf(e, 198, 4, 2))
+		})},
 		parityCase{"geglu_split", libm, one(func(e mx.Engine) *mx.Array {
 			return mx.GeGLUSplit(mx.MulScalar(rf(e, 196, 4, 66), 4))
 		})},

@@ -1,0 +1,115 @@
+package goeng
+
+import (
+	"slices"
+
+	"github.com/dgtune/dgtune/mx"
+	"github.com/dgtune/dgtune/mx/internal/uninit"
+)
+
+// TakeWeightedSum implements mx.TakeWeightedSummer: out[t] = Σ_k w[t, k]·y[idx[t, k]] for
+// y [R, H] and idx, w [..., K] → [..., H], the mixture of experts' combine. Every value
+// rounds as the composition Take → Multiply → Sum over K does on this engine: each
+// product w·y in float32, their sum over k in float64 from 0, in order of k, rounded
+// once. The VJP likewise rounds as the composition's: dy's rows are 0 + w·g (rows picked
+// more than once add their terms in order of (t, k)), and dw[t, k] is Σ_h g·y in float64,
+// in order of h, rounded once. It reads each picked row once each way and never
+// materialises [..., K, H].
+func (e *Engine) TakeWeightedSum(hy, hi, hw mx.Handle) mx.Handle {
+	y, idx, w := tt(hy), tt(hi), tt(hw)
+	r, h := y.shape[0], y.shape[1]
+	k := idx.shape[len(idx.shape)-1]
+	ids := idx.i64()
+	pos := make([]int, len(ids))
+	for j, s := range ids {
+		pos[j] = normIndex(s, r, "take_weighted_sum")
+	}
+	t := len(pos) / max(k, 1)
+	yv, wv := y.f32(), w.f32()
+	out := uninit.Float32s(t * h)
+	parallelFor(t, k*h, func(lo, hi int) {
+		acc := make([]float64, h)
+		for tok := lo; tok < hi; tok++ {
+			clear(acc)
+			for s := range k {
+				row, wt := yv[pos[tok*k+s]*h:][:h], wv[tok*k+s]
+				for i, v := range row {
+					acc[i] += float64(float32(v * wt)) // rounded product: never fused
+				}
+			}
+			dst := out[tok*h : (tok+1)*h]
+			for i, v := range acc {
+				dst[i] = float32(v)
+			}
+		}
+	})
+	shape := append(slices.Clone(idx.shape[:len(idx.shape)-1]), h)
+	res := fromF32(shape, mx.PromoteTypes(y.dt, w.dt), out)
+	return record(res, "take_weighted_sum", []*tensor{y, idx, w}, func(g *tensor) []*tensor {
+		gv := g.f32()
+		var dy, dw *tensor
+		if y.node != nil {
+			dy = fromF32(slices.Clone(y.shape), mx.Float32, weightedScatter(gv, wv, pos, r, h, k))
+		}
+		if w.node != nil {
+			d := uninit.Float32s(len(pos))
+			parallelFor(t, k*h, func(lo, hi int) {
+				for tok := lo; tok < hi; tok++ {
+					gr := gv[tok*h : (tok+1)*h]
+					for s := range k {
+						row := yv[pos[tok*k+s]*h:][:h]
+						var sum float64
+						for i, v := range gr {
+							sum += float64(float32(v * row[i]))
+						}
+						d[tok*k+s] = float32(sum)
+					}
+				}
+			})
+			dw = fromF32(slices.Clone(w.shape), mx.Float32, d)
+		}
+		return []*tensor{dy, nil, dw}
+	})
+}
+
+// weightedScatter is the combine's dy [r, h]: row pos[j] receives w[j]·g[j/k] for every
+// pair j, from 0, in order of j; rows no pair picks are 0. Destination rows are split
+// among the goroutines, so no two write one row.
+func weightedScatter(g, w []float32, pos []int, r, h, k int) []float32 {
+	first := make([]int, r+1)
+	for _, p := range pos {
+		first[p+1]++
+	}
+	for i := range r {
+		first[i+1] += first[i]
+	}
+	from := make([]int, len(pos))
+	fill := slices.Clone(first[:r])
+	for j, p := range pos {
+		from[fill[p]] = j
+		fill[p]++
+	}
+	dy := uninit.Float32s(r * h)
+	parallelFor(r, max(1, len(pos)/max(r, 1))*h, func(lo, hi int) {
+		for row := lo; row < hi; row++ {
+			dst := dy[row*h : (row+1)*h]
+			js := from[first[row]:first[row+1]]
+			if len(js) == 0 {
+				clear(dst)
+				continue
+			}
+			j := js[0]
+			gr, wt := g[(j/k)*h:][:h], w[j]
+			for i, v := range gr {
+				dst[i] = float32(v*wt) + 0 // 0 + w·g, as the scatter from zero makes −0 into +0
+			}
+			for _, j := range js[1:] {
+				gr, wt := g[(j/k)*h:][:h], w[j]
+				for i, v := range gr {
+					dst[i] += float32(v * wt)
+				}
+			}
+		}
+	})
+	return dy
+}
