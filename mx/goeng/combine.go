@@ -11,9 +11,11 @@ import (
 // y [R, H] and idx, w [..., K] → [..., H], the mixture of experts' combine. Every value
 // rounds as the composition Take → Multiply → Sum over K does on this engine: each
 // product w·y in float32, their sum over k in float64 from 0, in order of k, rounded
-// once. The VJP likewise rounds as the composition's: dy's rows are 0 + w·g (rows picked
-// more than once add their terms in order of (t, k)), and dw[t, k] is Σ_h g·y in float64,
-// in order of h, rounded once. It reads each picked row once each way and never
+// once (AVX2 kernels where built: the same operations lane by lane). In the VJP, dy's rows
+// are the composition's: 0 + w·g (rows picked more than once add their terms in order of
+// (t, k)); dw[t, k] = Σ_h g·y is dot4's float64 sum of exact products in four partial sums
+// (the composition rounds each product to float32 and sums in order of h, so dw may
+// differ in the last place). It reads each picked row once each way and never
 // materialises [..., K, H].
 func (e *Engine) TakeWeightedSum(hy, hi, hw mx.Handle) mx.Handle {
 	y, idx, w := tt(hy), tt(hi), tt(hw)
@@ -32,14 +34,16 @@ func (e *Engine) TakeWeightedSum(hy, hi, hw mx.Handle) mx.Handle {
 		for tok := lo; tok < hi; tok++ {
 			clear(acc)
 			for s := range k {
-				row, wt := yv[pos[tok*k+s]*h:][:h], wv[tok*k+s]
-				for i, v := range row {
-					acc[i] += float64(float32(v * wt)) // rounded product: never fused
-				}
+				axpyRounded(acc, yv[pos[tok*k+s]*h:][:h], wv[tok*k+s])
 			}
 			dst := out[tok*h : (tok+1)*h]
-			for i, v := range acc {
-				dst[i] = float32(v)
+			i := 0
+			if n8 := h / 8 * 8; combineAVX2 && n8 > 0 {
+				roundF64(&dst[0], &acc[0], n8)
+				i = n8
+			}
+			for ; i < h; i++ {
+				dst[i] = float32(acc[i])
 			}
 		}
 	})
@@ -57,12 +61,7 @@ func (e *Engine) TakeWeightedSum(hy, hi, hw mx.Handle) mx.Handle {
 				for tok := lo; tok < hi; tok++ {
 					gr := gv[tok*h : (tok+1)*h]
 					for s := range k {
-						row := yv[pos[tok*k+s]*h:][:h]
-						var sum float64
-						for i, v := range gr {
-							sum += float64(float32(v * row[i]))
-						}
-						d[tok*k+s] = float32(sum)
+						d[tok*k+s] = float32(dot4(gr, yv[pos[tok*k+s]*h:][:h]))
 					}
 				}
 			})
@@ -98,10 +97,14 @@ func weightedScatter(g, w []float32, pos []int, r, h, k int) []float32 {
 				clear(dst)
 				continue
 			}
+			// 0 + w·g (as the scatter from zero makes −0 into +0), then each further
+			// pair's w·g added, every step rounded in float32.
 			j := js[0]
 			gr, wt := g[(j/k)*h:][:h], w[j]
-			for i, v := range gr {
-				dst[i] = float32(v*wt) + 0 // 0 + w·g, as the scatter from zero makes −0 into +0
+			i := vecVS(mx.OpMultiply, dst, gr, wt)
+			vecVS(mx.OpAdd, dst[:i], dst, 0)
+			for ; i < h; i++ {
+				dst[i] = float32(gr[i]*wt) + 0
 			}
 			for _, j := range js[1:] {
 				gr, wt := g[(j/k)*h:][:h], w[j]
@@ -112,4 +115,18 @@ func weightedScatter(g, w []float32, pos []int, r, h, k int) []float32 {
 		}
 	})
 	return dy
+}
+
+// axpyRounded is acc[i] += float64(float32(x[i]·w)): the product rounded in float32 (so
+// never fused into the add), then added in float64.
+func axpyRounded(acc []float64, x []float32, w float32) {
+	x = x[:len(acc)]
+	i := 0
+	if n8 := len(acc) / 8 * 8; combineAVX2 && n8 > 0 {
+		axpyRoundedF64(&acc[0], &x[0], w, n8)
+		i = n8
+	}
+	for ; i < len(acc); i++ {
+		acc[i] += float64(float32(x[i] * w))
+	}
 }
