@@ -389,8 +389,12 @@ func unaryKernel(op mx.UnaryOp, x *tensor) *tensor {
 	fn := unaryF32Func(op)
 	in := x.f32()
 	out := uninit.Float32s(len(in))
-	if op == mx.OpGELUTanh {
+	switch op {
+	case mx.OpGELUTanh:
 		parallelRows(len(in), func(lo, hi int) { geluRows(out[lo:hi], in[lo:hi]) })
+		return fromF32(x.shape, x.dt, out)
+	case mx.OpTanh:
+		parallelRows(len(in), func(lo, hi int) { tanhRows(out[lo:hi], in[lo:hi]) })
 		return fromF32(x.shape, x.dt, out)
 	}
 	cost := 8

@@ -89,6 +89,20 @@ func tanhF32(x float32) float32 {
 	return float32(float32(p*z2)*x) + x
 }
 
+// tanhRows sets out[i] = tanhF32(x[i]), the leading multiples of 8 with the AVX2 kernel
+// (the same operations lane by lane) where built.
+func tanhRows(out, x []float32) {
+	n := len(x) / 8 * 8
+	if n > 0 && geluAVX2 {
+		tanhKernel(&out[0], &x[0], n)
+	} else {
+		n = 0
+	}
+	for i := n; i < len(x); i++ {
+		out[i] = tanhF32(x[i])
+	}
+}
+
 // geluSigma is s = 1/(1 + e^(−2u)) for x.
 func geluSigma(x float32) float32 {
 	x2 := float32(x * x)

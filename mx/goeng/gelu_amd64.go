@@ -21,3 +21,6 @@ func gegluKernel(out, gate, up *float32, n int)
 
 //go:noescape
 func gegluGradKernel(dg, du, gate, up, ct *float32, n int)
+
+//go:noescape
+func tanhKernel(out, x *float32, n int)

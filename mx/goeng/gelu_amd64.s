@@ -314,3 +314,180 @@ geglugradloop:
 	JNZ     geglugradloop
 	VZEROUPPER
 	RET
+
+// tanhKernel's eight-lane constants (bit patterns of gelu.go's tanhF32 float32 values).
+
+DATA tAbs<>+0(SB)/4, $0x7fffffff
+DATA tAbs<>+4(SB)/4, $0x7fffffff
+DATA tAbs<>+8(SB)/4, $0x7fffffff
+DATA tAbs<>+12(SB)/4, $0x7fffffff
+DATA tAbs<>+16(SB)/4, $0x7fffffff
+DATA tAbs<>+20(SB)/4, $0x7fffffff
+DATA tAbs<>+24(SB)/4, $0x7fffffff
+DATA tAbs<>+28(SB)/4, $0x7fffffff
+GLOBL tAbs<>(SB), RODATA|NOPTR, $32
+DATA tSign<>+0(SB)/4, $0x80000000
+DATA tSign<>+4(SB)/4, $0x80000000
+DATA tSign<>+8(SB)/4, $0x80000000
+DATA tSign<>+12(SB)/4, $0x80000000
+DATA tSign<>+16(SB)/4, $0x80000000
+DATA tSign<>+20(SB)/4, $0x80000000
+DATA tSign<>+24(SB)/4, $0x80000000
+DATA tSign<>+28(SB)/4, $0x80000000
+GLOBL tSign<>(SB), RODATA|NOPTR, $32
+DATA tP0<>+0(SB)/4, $0xbbbaf0ea
+DATA tP0<>+4(SB)/4, $0xbbbaf0ea
+DATA tP0<>+8(SB)/4, $0xbbbaf0ea
+DATA tP0<>+12(SB)/4, $0xbbbaf0ea
+DATA tP0<>+16(SB)/4, $0xbbbaf0ea
+DATA tP0<>+20(SB)/4, $0xbbbaf0ea
+DATA tP0<>+24(SB)/4, $0xbbbaf0ea
+DATA tP0<>+28(SB)/4, $0xbbbaf0ea
+GLOBL tP0<>(SB), RODATA|NOPTR, $32
+DATA tP1<>+0(SB)/4, $0x3ca9134e
+DATA tP1<>+4(SB)/4, $0x3ca9134e
+DATA tP1<>+8(SB)/4, $0x3ca9134e
+DATA tP1<>+12(SB)/4, $0x3ca9134e
+DATA tP1<>+16(SB)/4, $0x3ca9134e
+DATA tP1<>+20(SB)/4, $0x3ca9134e
+DATA tP1<>+24(SB)/4, $0x3ca9134e
+DATA tP1<>+28(SB)/4, $0x3ca9134e
+GLOBL tP1<>(SB), RODATA|NOPTR, $32
+DATA tP2<>+0(SB)/4, $0x3d5c1e2d
+DATA tP2<>+4(SB)/4, $0x3d5c1e2d
+DATA tP2<>+8(SB)/4, $0x3d5c1e2d
+DATA tP2<>+12(SB)/4, $0x3d5c1e2d
+DATA tP2<>+16(SB)/4, $0x3d5c1e2d
+DATA tP2<>+20(SB)/4, $0x3d5c1e2d
+DATA tP2<>+24(SB)/4, $0x3d5c1e2d
+DATA tP2<>+28(SB)/4, $0x3d5c1e2d
+GLOBL tP2<>(SB), RODATA|NOPTR, $32
+DATA tP3<>+0(SB)/4, $0x3e088393
+DATA tP3<>+4(SB)/4, $0x3e088393
+DATA tP3<>+8(SB)/4, $0x3e088393
+DATA tP3<>+12(SB)/4, $0x3e088393
+DATA tP3<>+16(SB)/4, $0x3e088393
+DATA tP3<>+20(SB)/4, $0x3e088393
+DATA tP3<>+24(SB)/4, $0x3e088393
+DATA tP3<>+28(SB)/4, $0x3e088393
+GLOBL tP3<>(SB), RODATA|NOPTR, $32
+DATA tP4<>+0(SB)/4, $0x3eaaaa99
+DATA tP4<>+4(SB)/4, $0x3eaaaa99
+DATA tP4<>+8(SB)/4, $0x3eaaaa99
+DATA tP4<>+12(SB)/4, $0x3eaaaa99
+DATA tP4<>+16(SB)/4, $0x3eaaaa99
+DATA tP4<>+20(SB)/4, $0x3eaaaa99
+DATA tP4<>+24(SB)/4, $0x3eaaaa99
+DATA tP4<>+28(SB)/4, $0x3eaaaa99
+GLOBL tP4<>(SB), RODATA|NOPTR, $32
+DATA t0625<>+0(SB)/4, $0x3f200000
+DATA t0625<>+4(SB)/4, $0x3f200000
+DATA t0625<>+8(SB)/4, $0x3f200000
+DATA t0625<>+12(SB)/4, $0x3f200000
+DATA t0625<>+16(SB)/4, $0x3f200000
+DATA t0625<>+20(SB)/4, $0x3f200000
+DATA t0625<>+24(SB)/4, $0x3f200000
+DATA t0625<>+28(SB)/4, $0x3f200000
+GLOBL t0625<>(SB), RODATA|NOPTR, $32
+DATA t9<>+0(SB)/4, $0x41100000
+DATA t9<>+4(SB)/4, $0x41100000
+DATA t9<>+8(SB)/4, $0x41100000
+DATA t9<>+12(SB)/4, $0x41100000
+DATA t9<>+16(SB)/4, $0x41100000
+DATA t9<>+20(SB)/4, $0x41100000
+DATA t9<>+24(SB)/4, $0x41100000
+DATA t9<>+28(SB)/4, $0x41100000
+GLOBL t9<>(SB), RODATA|NOPTR, $32
+DATA t18<>+0(SB)/4, $0x41900000
+DATA t18<>+4(SB)/4, $0x41900000
+DATA t18<>+8(SB)/4, $0x41900000
+DATA t18<>+12(SB)/4, $0x41900000
+DATA t18<>+16(SB)/4, $0x41900000
+DATA t18<>+20(SB)/4, $0x41900000
+DATA t18<>+24(SB)/4, $0x41900000
+DATA t18<>+28(SB)/4, $0x41900000
+GLOBL t18<>(SB), RODATA|NOPTR, $32
+DATA tTwo<>+0(SB)/4, $0x40000000
+DATA tTwo<>+4(SB)/4, $0x40000000
+DATA tTwo<>+8(SB)/4, $0x40000000
+DATA tTwo<>+12(SB)/4, $0x40000000
+DATA tTwo<>+16(SB)/4, $0x40000000
+DATA tTwo<>+20(SB)/4, $0x40000000
+DATA tTwo<>+24(SB)/4, $0x40000000
+DATA tTwo<>+28(SB)/4, $0x40000000
+GLOBL tTwo<>(SB), RODATA|NOPTR, $32
+
+// func tanhKernel(out, x *float32, n int)
+// out[i] = tanhF32(x[i]) for n a positive multiple of 8, op for op as gelu.go's tanhF32:
+// both branches for every lane, then blended (|x| ≥ 0.625: 1 − 2/(e^(2|x|) + 1) with
+// x's sign, 1 past 9; else x + x³·P(x²); ±0 kept).
+TEXT ·tanhKernel(SB), NOSPLIT, $0-24
+	MOVQ out+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ n+16(FP), CX
+	SHRQ $3, CX
+
+tanhloop:
+	VMOVUPS (SI), Y0                  // x
+	VANDPS  tAbs<>(SB), Y0, Y9        // z = |x|
+	// The large branch: e = expPoly(min(2z, 18)), r = 1 − 2/(e + 1).
+	VADDPS  Y9, Y9, Y4                // 2z (exact)
+	VMINPS  t18<>(SB), Y4, Y4
+	VMULPS     gLog2e<>(SB), Y4, Y5
+	VROUNDPS   $0, Y5, Y5
+	VMULPS     gC1<>(SB), Y5, Y6
+	VSUBPS     Y6, Y4, Y4
+	VMULPS     gC2<>(SB), Y5, Y6
+	VSUBPS     Y6, Y4, Y4
+	VMULPS     Y4, Y4, Y6
+	VMULPS     gP0<>(SB), Y4, Y8
+	VADDPS     gP1<>(SB), Y8, Y8
+	VMULPS     Y4, Y8, Y8
+	VADDPS     gP2<>(SB), Y8, Y8
+	VMULPS     Y4, Y8, Y8
+	VADDPS     gP3<>(SB), Y8, Y8
+	VMULPS     Y4, Y8, Y8
+	VADDPS     gP4<>(SB), Y8, Y8
+	VMULPS     Y4, Y8, Y8
+	VADDPS     gP5<>(SB), Y8, Y8
+	VMULPS     Y6, Y8, Y8
+	VADDPS     Y4, Y8, Y8
+	VADDPS     gOne<>(SB), Y8, Y8
+	VCVTPS2DQ  Y5, Y5
+	VPADDD     g127<>(SB), Y5, Y5
+	VPSLLD     $23, Y5, Y5
+	VMULPS     Y5, Y8, Y8             // e
+	VADDPS     gOne<>(SB), Y8, Y8     // e + 1
+	VMOVUPS    tTwo<>(SB), Y1
+	VDIVPS     Y8, Y1, Y1             // 2/(e + 1)
+	VMOVUPS    gOne<>(SB), Y2
+	VSUBPS     Y1, Y2, Y1             // r = 1 − 2/(e + 1)
+	VCMPPS     $0x1e, t9<>(SB), Y9, Y3 // z > 9
+	VBLENDVPS  Y3, Y2, Y1, Y1         // 1 there
+	VANDPS     tSign<>(SB), Y0, Y3
+	VXORPS     Y3, Y1, Y1             // x's sign
+	// The small branch: z2 = x², p = ((((P0·z2 + P1)·z2 − P2)·z2 + P3)·z2 − P4), x + (p·z2)·x.
+	VMULPS     Y0, Y0, Y2             // z2
+	VMULPS     tP0<>(SB), Y2, Y10
+	VADDPS     tP1<>(SB), Y10, Y10
+	VMULPS     Y2, Y10, Y10
+	VSUBPS     tP2<>(SB), Y10, Y10
+	VMULPS     Y2, Y10, Y10
+	VADDPS     tP3<>(SB), Y10, Y10
+	VMULPS     Y2, Y10, Y10
+	VSUBPS     tP4<>(SB), Y10, Y10
+	VMULPS     Y2, Y10, Y10
+	VMULPS     Y0, Y10, Y10
+	VADDPS     Y0, Y10, Y10
+	VXORPS     Y3, Y3, Y3
+	VCMPPS     $0x00, Y3, Y0, Y3      // x == 0 (ordered): keep x (±0)
+	VBLENDVPS  Y3, Y0, Y10, Y10
+	VCMPPS     $0x1d, t0625<>(SB), Y9, Y3 // z ≥ 0.625 (ordered: NaN takes the small branch)
+	VBLENDVPS  Y3, Y1, Y10, Y10
+	VMOVUPS    Y10, (DI)
+	ADDQ    $32, SI
+	ADDQ    $32, DI
+	DECQ    CX
+	JNZ     tanhloop
+	VZEROUPPER
+	RET

@@ -128,3 +128,25 @@ func TestTanhAccuracy(t *testing.T) {
 		t.Errorf("tanh(−0) = %v, want −0", z)
 	}
 }
+
+// TestTanhKernel: the eight-lane kernel (where built) gives tanhF32's bits on a sweep over
+// both branches and their seams (0.625, 9), ±0, tiny values, both infinities and NaN, with
+// a length that is not a multiple of 8.
+func TestTanhKernel(t *testing.T) {
+	// The specials first, so that the kernel (not the tail loop) sees them.
+	x := []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.Copysign(0, -1)), 0, -1e-40, 9, 9.5}
+	for v := float32(-12); v <= 12; v += 0.000917 {
+		x = append(x, v)
+	}
+	for _, v := range []float32{0.625, -0.625, 0.62499994, 9, -9, 9.000001, 0, float32(math.Copysign(0, -1)), 1e-30, -1e-30, 1e-45, 88, -88, 1e30} {
+		x = append(x, v)
+	}
+	x = append(x, float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()))
+	out := make([]float32, len(x))
+	tanhRows(out, x)
+	for i, v := range x {
+		if want := tanhF32(v); math.Float32bits(out[i]) != math.Float32bits(want) {
+			t.Fatalf("tanh(%v) = %v (%#x), tanhF32 %v (%#x)", v, out[i], math.Float32bits(out[i]), want, math.Float32bits(want))
+		}
+	}
+}

@@ -92,7 +92,21 @@ func unaryVJP(op mx.UnaryOp, x, out *tensor) func(g *tensor) []*tensor {
 	case mx.OpRsqrt:
 		return pointwise(func(_, y float32) float32 { return -0.5 * y * y * y })
 	case mx.OpTanh:
-		return pointwise(func(_, y float32) float32 { return 1 - y*y })
+		// g·(1 − y²), each step rounded in float32, with the AVX2 kernels where built.
+		return one(func(g *tensor) *tensor {
+			yv, gv := out.f32(), g.f32()
+			res := uninit.Float32s(len(gv))
+			parallelRows(len(gv), func(lo, hi int) {
+				r, y, gr := res[lo:hi], yv[lo:hi], gv[lo:hi]
+				n := vecVV(mx.OpMultiply, r, y, y)
+				vecSV(mx.OpSubtract, r[:n], 1, r)
+				vecVV(mx.OpMultiply, r[:n], gr, r)
+				for i := n; i < len(r); i++ {
+					r[i] = gr[i] * (1 - y[i]*y[i])
+				}
+			})
+			return fromF32(x.shape, mx.Float32, res)
+		})
 	case mx.OpSigmoid:
 		return pointwise(func(_, y float32) float32 { return y * (1 - y) })
 	case mx.OpAbs:
