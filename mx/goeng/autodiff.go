@@ -145,9 +145,17 @@ func backward(ys, seeds []*tensor, leaves []*tensor, minDepth int) map[*tensor]*
 			isLeaf[l] = true
 		}
 	}
+	// owned holds the running sums this walk made itself (kadd's fresh outputs) that no
+	// VJP has seen yet: nothing else refers to them, so a further cotangent is added into
+	// one in place — the same float32 additions in the same order, without allocating and
+	// writing a fresh array for every term of a tensor with many consumers. A VJP may
+	// return its own cotangent (or one tensor for two inputs), so a sum stops being owned
+	// when it is handed to one.
+	owned := map[*tensor]bool{}
 	for i := len(order) - 1; i >= 0; i-- {
 		t := order[i]
 		g := cot[t]
+		delete(owned, g)
 		if g == nil || t.node.leaf {
 			continue
 		}
@@ -169,7 +177,12 @@ func backward(ys, seeds []*tensor, leaves []*tensor, minDepth int) map[*tensor]*
 				panic(fmt.Sprintf("goeng: vjp of %s gave cotangent %v for input %v", t.node.op, gk.shape, in.shape))
 			}
 			if prev := cot[in]; prev != nil {
-				cot[in] = kadd(prev, gk)
+				if owned[prev] && prev.dt == mx.Float32 && gk.dt == mx.Float32 {
+					addInto(prev, gk)
+				} else {
+					cot[in] = kadd(prev, gk)
+					owned[cot[in]] = true
+				}
 				mark("backward:accumulate", nil)
 			} else {
 				cot[in] = gk
@@ -177,6 +190,18 @@ func backward(ys, seeds []*tensor, leaves []*tensor, minDepth int) map[*tensor]*
 		}
 	}
 	return cot
+}
+
+// addInto sets sum = sum + g in place; sum is a float32 tensor of its own (a running
+// cotangent sum) with g's shape.
+func addInto(sum, g *tensor) {
+	sv, gv := sum.data.([]float32), g.f32()
+	parallelFor(len(sv), 1, func(lo, hi int) {
+		d, x := sv[lo:hi], gv[lo:hi]
+		for i := vecVV(mx.OpAdd, d, d, x); i < len(d); i++ {
+			d[i] += x[i]
+		}
+	})
 }
 
 func fill(n int, v float32) []float32 {
