@@ -148,3 +148,11 @@ func skinnyN(kc int, a *float32, lda int, b *float32, ldb int, c *float32, ldc i
 //
 //go:noescape
 func skinnyT(kc int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, acc bool)
+
+// packA6AVX2 packs blocks·8 k steps of one full untransposed A micro-panel (pack.go).
+//
+//go:noescape
+func packA6AVX2(dst, src *float32, lda, blocks int)
+
+// packAVX2 says whether packA may use packA6AVX2.
+var packAVX2 = cpu.X86.HasAVX2

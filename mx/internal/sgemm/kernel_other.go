@@ -10,3 +10,7 @@ func defaultKernels() kernels { return goKernels() }
 func transpose8(src *float32, ld int, dst *float32, ldd int) {
 	transpose8Go(unsafe.Slice(src, 7*ld+8), ld, unsafe.Slice(dst, 7*ldd+8), ldd)
 }
+
+const packAVX2 = false
+
+func packA6AVX2(dst, src *float32, lda, blocks int) { panic("sgemm: no AVX2 packing") }

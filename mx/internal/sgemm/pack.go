@@ -40,10 +40,17 @@ func packA(dst, a []float32, lda int, t Trans, i0, mt, pc, kb int) {
 				continue
 			}
 			// The bounds of the last row and the panel's end are checked once; the loop
-			// reads the six rows through one pointer and a stride.
+			// reads the six rows through one pointer and a stride. Whole blocks of 8 k
+			// steps go through the AVX2 transposing kernel where built (a copy: the same
+			// values either way).
 			_, _ = a[(i0+ir+mr-1)*lda+pc+kb-1], panel[kb*mr-1]
 			src, dp, st := unsafe.Pointer(&a[(i0+ir)*lda+pc]), unsafe.Pointer(&panel[0]), uintptr(4*lda)
-			for p := range kb {
+			start := 0
+			if b8 := kb / 8; packAVX2 && b8 > 0 {
+				packA6AVX2(&panel[0], &a[(i0+ir)*lda+pc], lda, b8)
+				start = 8 * b8
+			}
+			for p := start; p < kb; p++ {
 				s := unsafe.Add(src, 4*p)
 				d := (*[mr]float32)(unsafe.Add(dp, 4*p*mr))
 				d[0] = *(*float32)(s)
