@@ -14,7 +14,9 @@
 // packing B would cost as much as the product: a row kernel streams B a row
 // at a time instead, updating one row of sums in L1. GemmPacked lets the
 // caller fill the B panels itself, so a quantized weight is decoded once per
-// block straight into the layout the kernel reads.
+// block straight into the layout the kernel reads; GemmThen lets it finish
+// each block of C (an elementwise epilogue) on the goroutine that computed it,
+// while the block is in cache. Batch runs many products on one pool.
 //
 // The micro-kernel is 6×16: twelve YMM accumulators, two YMM loads of B and
 // six broadcasts of A per step of k, VFMADD231PS throughout. It and the row
