@@ -127,3 +127,26 @@ func TestEncodeDecodeHiddenMatchesTwoPasses(t *testing.T) {
 		}
 	})
 }
+
+// TestEncodeDecodeHiddenBatch: two examples at once (same lengths) give each example's
+// own two-pass hidden states, bit for bit on the go engine's float32 base.
+func TestEncodeDecodeHiddenBatch(t *testing.T) {
+	e := mxtest.Go(t)
+	m, _ := adaptedModelWith(t, e, dg.PresetTiny, "0", lora.Config{Rank: 4, Scale: 2})
+	if !m.PassesFuse() {
+		t.Fatal("PassesFuse() = false for a shared adapter without dropout")
+	}
+	prompts := [][]int32{{2, 105, 7, 8, 9, 106, 107, 105, 10, 11, 12}, {2, 105, 30, 31, 32, 106, 107, 105, 40, 41, 42}}
+	canvases := [][]int32{{5, 9, 300, 4, 1}, {6, 8, 200, 3, 1}}
+	flat := func(rows [][]int32) []int32 { return append(append([]int32(nil), rows[0]...), rows[1]...) }
+	got := m.EncodeDecodeHidden(mx.FromInt32(e, flat(prompts), 2, len(prompts[0])), mx.FromInt32(e, flat(canvases), 2, len(canvases[0]))).Float32s()
+	per := len(got) / 2
+	for b := range 2 {
+		c := m.NewCache()
+		m.Encode(mx.FromInt32(e, prompts[b], 1, len(prompts[b])), c)
+		want := m.DecodeHidden(mx.FromInt32(e, canvases[b], 1, len(canvases[b])), c, nil).Float32s()
+		if !slices.Equal(got[b*per:(b+1)*per], want) {
+			t.Errorf("example %d of the batch differs from its own two passes", b)
+		}
+	}
+}
