@@ -106,6 +106,21 @@ func rowFMA(kc int, a *float32, astride int, b *float32, ldb int, c *float32, n 
 //go:noescape
 func transpose8AVX(src *float32, ld int, dst *float32, ldd int)
 
+//go:noescape
+func transpose8RunAVX(src *float32, ld int, dst *float32, ldd int, n int)
+
+// transpose8Run is transpose8 on n consecutive blocks along the rows of src (src + 8b,
+// dst + 8b·ldd), in one call where the CPU has AVX.
+func transpose8Run(src *float32, ld int, dst *float32, ldd int, n int) {
+	if cpu.X86.HasAVX {
+		transpose8RunAVX(src, ld, dst, ldd, n)
+		return
+	}
+	for b := range n {
+		transpose8((*float32)(unsafe.Add(unsafe.Pointer(src), 32*b)), ld, (*float32)(unsafe.Add(unsafe.Pointer(dst), 32*b*ldd)), ldd)
+	}
+}
+
 func transpose8(src *float32, ld int, dst *float32, ldd int) {
 	if cpu.X86.HasAVX {
 		transpose8AVX(src, ld, dst, ldd)

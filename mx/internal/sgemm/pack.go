@@ -91,11 +91,11 @@ func packB(dst, b []float32, ldb int, t Trans, pc, kb, j0, nt int) {
 			clear(panel)
 		}
 		j8 := nn / 8 * 8
-		for jb := 0; jb < j8; jb += 8 {
+		for jb := 0; jb < j8 && p8 > 0; jb += 8 {
+			// The k-block's p8/8 blocks in one call; the bounds of the last are checked.
 			src := b[(j0+jr+jb)*ldb+pc:]
-			for p := 0; p < p8; p += 8 {
-				Transpose8(src[p:], ldb, panel[p*nr+jb:], nr)
-			}
+			_, _ = src[7*ldb+p8-1], panel[(p8-1)*nr+jb+7]
+			transpose8Run(&src[0], ldb, &panel[jb], nr, p8/8)
 		}
 		for j := range nn {
 			col := b[(j0+jr+j)*ldb+pc:]
