@@ -8,8 +8,9 @@ import (
 )
 
 // TakeWeightedSum implements mx.TakeWeightedSummer: out[t] = Σ_k w[t, k]·y[idx[t, k]] for
-// y [R, H] and idx, w [..., K] → [..., H], the mixture of experts' combine. Every value
-// rounds as the composition Take → Multiply → Sum over K does on this engine: each
+// y [R, H] and idx, w [..., K] → [..., H], the mixture of experts' combine. For float32
+// operands every value rounds as the composition Take → Multiply → Sum over K does on this
+// engine (half-precision ones are computed in float32 and the result rounded once): each
 // product w·y in float32, their sum over k in float64 from 0, in order of k, rounded
 // once (AVX2 kernels where built: the same operations lane by lane). In the VJP, dy's rows
 // are the composition's: 0 + w·g (rows picked more than once add their terms in order of
