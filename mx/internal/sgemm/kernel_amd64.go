@@ -101,11 +101,6 @@ func kern6x16(kc int, a, b *float32, ldb int, c *float32, ldc int, acc bool)
 //go:noescape
 func rowFMA(kc int, a *float32, astride int, b *float32, ldb int, c *float32, n int)
 
-// transpose8AVX is Transpose8 without bounds checks.
-//
-//go:noescape
-func transpose8AVX(src *float32, ld int, dst *float32, ldd int)
-
 //go:noescape
 func transpose8RunAVX(src *float32, ld int, dst *float32, ldd int, n int)
 
@@ -123,7 +118,7 @@ func transpose8Run(src *float32, ld int, dst *float32, ldd int, n int) {
 
 func transpose8(src *float32, ld int, dst *float32, ldd int) {
 	if cpu.X86.HasAVX {
-		transpose8AVX(src, ld, dst, ldd)
+		transpose8RunAVX(src, ld, dst, ldd, 1)
 		return
 	}
 	transpose8Go(unsafe.Slice(src, 7*ld+8), ld, unsafe.Slice(dst, 7*ldd+8), ldd)
