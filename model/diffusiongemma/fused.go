@@ -75,21 +75,12 @@ func (m *Model) EncodeDecodeHidden(prompt, canvas *mx.Array) *mx.Array {
 // layer the encoder's rows are needed only for their keys and values, so after the K/V
 // projections the layer continues on the decoder's rows alone and returns [B, L, H].
 func (l *Layer) fusedForward(m *Model, x *mx.Array, n int, encScalar *mx.Array, last bool) *mx.Array {
-	eps := m.eps()
 	s := x.Dim(1)
-	attn := l.fusedAttention(m, mx.RMSNorm(x, l.InputNorm, eps), n, last, eps)
+	attn := l.fusedAttention(m, mx.RMSNorm(x, l.InputNorm, m.eps()), n, last, m.eps())
 	if last {
 		x = mx.SliceAxis(x, 1, n, s)
 	}
-	hMid := mx.Add(x, mx.RMSNorm(attn, l.PostAttnNorm, eps))
-
-	u := mx.RMSNorm(hMid, l.PreFFNorm, eps)
-	h1 := mx.RMSNorm(project(l.Down, DecoderPass, mx.GeGLU(project(l.Gate, DecoderPass, u), project(l.Up, DecoderPass, u))), l.PostFFNorm1, eps)
-
-	idx, w := l.route(m, DecoderPass, hMid)
-	h2 := mx.RMSNorm(l.experts(mx.RMSNorm(hMid, l.PreFFNorm2, eps), idx, w), l.PostFFNorm2, eps)
-
-	out := mx.Add(hMid, mx.RMSNorm(mx.Add(h1, h2), l.PostFFNorm, eps))
+	out := l.afterAttention(m, DecoderPass, x, attn)
 	if last {
 		return mx.Multiply(out, l.Scalar)
 	}

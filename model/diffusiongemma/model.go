@@ -227,6 +227,13 @@ type attendFunc func(q, k, v *mx.Array) *mx.Array
 func (l *Layer) forward(m *Model, p Pass, x, scalar *mx.Array, attend attendFunc, offset int) *mx.Array {
 	eps := m.eps()
 	attn := l.attention(p, mx.RMSNorm(x, l.InputNorm, eps), attend, offset, eps)
+	return mx.Multiply(l.afterAttention(m, p, x, attn), scalar)
+}
+
+// afterAttention is the rest of a layer before its scalar: the residual with the normed
+// attention output, then the parallel dense MLP and MoE branches, normed and added back.
+func (l *Layer) afterAttention(m *Model, p Pass, x, attn *mx.Array) *mx.Array {
+	eps := m.eps()
 	hMid := mx.Add(x, mx.RMSNorm(attn, l.PostAttnNorm, eps))
 
 	u := mx.RMSNorm(hMid, l.PreFFNorm, eps)
@@ -235,8 +242,7 @@ func (l *Layer) forward(m *Model, p Pass, x, scalar *mx.Array, attend attendFunc
 	idx, w := l.route(m, p, hMid)
 	h2 := mx.RMSNorm(l.experts(mx.RMSNorm(hMid, l.PreFFNorm2, eps), idx, w), l.PostFFNorm2, eps)
 
-	out := mx.Add(hMid, mx.RMSNorm(mx.Add(h1, h2), l.PostFFNorm, eps))
-	return mx.Multiply(out, scalar)
+	return mx.Add(hMid, mx.RMSNorm(mx.Add(h1, h2), l.PostFFNorm, eps))
 }
 
 // attention is §3.2: q/k RMSNorm with weight, v RMSNorm without, RoPE on q and k,
