@@ -196,12 +196,7 @@ func backward(ys, seeds []*tensor, leaves []*tensor, minDepth int) map[*tensor]*
 // cotangent sum) with g's shape.
 func addInto(sum, g *tensor) {
 	sv, gv := sum.data.([]float32), g.f32()
-	parallelFor(len(sv), 1, func(lo, hi int) {
-		d, x := sv[lo:hi], gv[lo:hi]
-		for i := vecVV(mx.OpAdd, d, d, x); i < len(d); i++ {
-			d[i] += x[i]
-		}
-	})
+	parallelFor(len(sv), 1, func(lo, hi int) { addScaledRow(sv[lo:hi], gv[lo:hi], 1, 1) })
 }
 
 func fill(n int, v float32) []float32 {

@@ -76,19 +76,7 @@ func (e *Engine) TakeWeightedSum(hy, hi, hw mx.Handle) mx.Handle {
 // pair j, from 0, in order of j; rows no pair picks are 0. Destination rows are split
 // among the goroutines, so no two write one row.
 func weightedScatter(g, w []float32, pos []int, r, h, k int) []float32 {
-	first := make([]int, r+1)
-	for _, p := range pos {
-		first[p+1]++
-	}
-	for i := range r {
-		first[i+1] += first[i]
-	}
-	from := make([]int, len(pos))
-	fill := slices.Clone(first[:r])
-	for j, p := range pos {
-		from[fill[p]] = j
-		fill[p]++
-	}
+	first, from := groupByDestination(pos, r)
 	dy := uninit.Float32s(r * h)
 	parallelFor(r, max(1, len(pos)/max(r, 1))*h, func(lo, hi int) {
 		for row := lo; row < hi; row++ {

@@ -393,22 +393,9 @@ func takeVJP(x, idx *tensor, axis int) func(g *tensor) []*tensor {
 			pos[j] = normIndex(s, d, "take")
 		}
 		// Rows that repeat an index add into one row: every element sums its rows in
-		// order of j, starting from 0. The rows j of each destination row are listed (a
-		// stable counting sort), so the parallel split is over destination rows × column
-		// ranges.
-		first := make([]int, d+1)
-		for _, s := range pos {
-			first[s+1]++
-		}
-		for i := range d {
-			first[i+1] += first[i]
-		}
-		from := make([]int, ni)
-		fill := slices.Clone(first[:d])
-		for j, s := range pos {
-			from[fill[s]] = j
-			fill[s]++
-		}
+		// order of j, starting from 0; the parallel split is over destination rows ×
+		// column ranges.
+		first, from := groupByDestination(pos, d)
 		const chunk = 256
 		parts := (post + chunk - 1) / chunk
 		tasks := d * parts
@@ -439,6 +426,26 @@ func takeVJP(x, idx *tensor, axis int) func(g *tensor) []*tensor {
 		})
 		return []*tensor{fromF32(x.shape, mx.Float32, res), nil}
 	}
+}
+
+// groupByDestination lists, for each destination row r < d, the sources j with
+// pos[j] = r in increasing j: from[first[r]:first[r+1]] (a stable counting sort), so a
+// scatter can give each destination row to one goroutine and still add in order of j.
+func groupByDestination(pos []int, d int) (first, from []int) {
+	first = make([]int, d+1)
+	for _, s := range pos {
+		first[s+1]++
+	}
+	for i := range d {
+		first[i+1] += first[i]
+	}
+	from = make([]int, len(pos))
+	fill := slices.Clone(first[:d])
+	for j, s := range pos {
+		from[fill[s]] = j
+		fill[s]++
+	}
+	return first, from
 }
 
 func takeAlongVJP(x, idx *tensor, axis int) func(g *tensor) []*tensor {
