@@ -54,7 +54,7 @@ func (m *Model) EncodeDecodeHidden(prompt, canvas *mx.Array) *mx.Array {
 		m.Encode(prompt, c)
 		return m.DecodeHidden(canvas, c, nil)
 	}
-	if err := m.checkNoImages(prompt, m.NewCache()); err != nil {
+	if err := m.checkNoImages(prompt, &Cache{}); err != nil { // a first prefill: offset 0
 		panic(err) // a caller dropped the images of an image prompt
 	}
 	enc := m.embedTokens(prompt)
