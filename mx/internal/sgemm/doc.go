@@ -12,7 +12,10 @@
 // A B micro-panel (kc×nr, 16 KiB) stays in L1 while the kernel runs down the
 // tile's rows; the packed A block stays in L2. When A has at most smallM rows,
 // packing B would cost as much as the product: a row kernel streams B a row
-// at a time instead, updating one row of sums in L1. GemmPacked lets the
+// at a time instead, updating one row of sums in L1. When K is a LoRA rank
+// (at most thinMaxK), packing A and calling the micro-kernel per tile would
+// cost more than its few steps of k: op(B) is packed once, whole, and a thin
+// AVX-512 kernel reads A in place and sweeps eight rows of C per call. GemmPacked lets the
 // caller fill the B panels itself, so a quantized weight is decoded once per
 // block straight into the layout the kernel reads; GemmThen lets it finish
 // each block of C (an elementwise epilogue) on the goroutine that computed it,

@@ -41,3 +41,42 @@ func BenchmarkKernelSets(b *testing.B) {
 		}
 	}
 }
+
+// TestThinMatchesTile: a product with few k steps (a LoRA rank) gives the same bits
+// through the thin kernel (A read in place, B packed once) as through the packed tile
+// kernels — with and without accumulation, for both layouts of B (a transposed A takes
+// the tile path either way), edge columns, rows past the last block of eight, products
+// too short for a block and several workers.
+func TestThinMatchesTile(t *testing.T) {
+	if !hasAVX512() {
+		t.Skip("CPU without AVX-512F")
+	}
+	with := defaultKernels()
+	if with.thin == nil {
+		t.Fatal("AVX-512 CPU but no thin kernel chosen")
+	}
+	without := with
+	without.thin = nil
+	shapes := [][3]int{{17, 8, 16}, {384, 8, 512}, {100, 1, 33}, {23, 16, 7}, {300, 32, 200}, {64, 4, 2048}, {9, 12, 100}, {200, 33, 64}}
+	sameAcrossKernels(t, rand.New(rand.NewPCG(31, 32)), with, without, shapes, [3]int{3, 2, 1}, "thin result differs from the tile kernels'")
+}
+
+// BenchmarkThin times LoRA up-projection shapes (rank 8: (x·A)·B and its input gradient,
+// B untransposed and transposed) with and without the thin kernel.
+func BenchmarkThin(b *testing.B) {
+	if !hasAVX512() {
+		b.Skip("CPU without AVX-512F")
+	}
+	with := defaultKernels()
+	without := with
+	without.thin = nil
+	for _, ks := range []namedKernels{{"tile", without}, {"thin", with}} {
+		for _, s := range [][3]int{{384, 8, 512}, {384, 8, 2048}} {
+			for _, tb := range []Trans{NoTrans, Transposed} {
+				b.Run(fmt.Sprintf("%s/tb=%v/%dx%dx%d", ks.name, tb, s[0], s[1], s[2]), func(b *testing.B) {
+					benchGemm(b, ks.k, maxProcs(), NoTrans, tb, s[0], s[1], s[2])
+				})
+			}
+		}
+	}
+}

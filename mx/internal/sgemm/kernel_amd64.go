@@ -24,7 +24,7 @@ func defaultKernels() kernels {
 	}
 	ks := avx2Kernels()
 	if hasAVX512() {
-		ks.tile6x16, ks.pair = kernel6x16AVX512, kernelAVX512
+		ks.tile6x16, ks.pair, ks.thin = kernel6x16AVX512, kernelAVX512, thinAVX512
 	}
 	return ks
 }
@@ -42,6 +42,22 @@ func kernelAVX512(kc int, a0, a1, b []float32, ldb int, c []float32, ldc int, ac
 	_ = c[(2*mr-1)*ldc+nr-1]
 	kern12x16(kc, &a0[0], &a1[0], &b[0], ldb, &c[0], ldc, acc)
 }
+
+// thinAVX512 checks the slice bounds the assembly relies on, then runs it.
+func thinAVX512(k int, a []float32, lda int, b []float32, chunks int, c []float32, ldc int, acc bool) {
+	if k == 0 || chunks == 0 {
+		panic("sgemm: thin kernel without k steps or columns")
+	}
+	_ = a[(thinRows-1)*lda+k-1]
+	_ = b[chunks*k*nr-1]
+	_ = c[(thinRows-1)*ldc+chunks*nr-1]
+	thin8x16(k, &a[0], lda, &b[0], chunks, &c[0], ldc, acc)
+}
+
+// thin8x16 is thinAVX512 without bounds checks; k and chunks must be positive.
+//
+//go:noescape
+func thin8x16(k int, a *float32, lda int, b *float32, chunks int, c *float32, ldc int, acc bool)
 
 // kernel6x16AVX512 is kernelAVX2 with a ZMM register per tile row.
 func kernel6x16AVX512(kc int, a, b []float32, ldb int, c []float32, ldc int, acc bool) {

@@ -59,7 +59,25 @@ type kernels struct {
 	pair     pairKernel
 	row      rowKernel
 	skinny   skinnyKernel
+	thin     thinKernel
 }
+
+// thinKernel computes thinRows rows of C = A·B for a product with few k steps (K at most
+// thinMaxK: a LoRA up-projection, (x·A)·B, or its input gradient), reading the rows of an
+// untransposed A in place at a[i·lda + p] and B from chunks nr-column panels as packB
+// lays them out for one k-block of k (panel q at b[q·k·nr:], row p at + p·nr):
+//
+//	c[i·ldc + j] = (acc ? c : 0) + Σ_p a[i·lda + p]·B[p, j],  i < thinRows, j < chunks·nr,
+//
+// rounding as kernel does. With so few k steps the tile kernels spend most of their time
+// packing A, storing C and being called; this one sweeps a whole row block of C per call.
+type thinKernel func(k int, a []float32, lda int, b []float32, chunks int, c []float32, ldc int, acc bool)
+
+// The thin kernel's rows per call, and the largest K that takes it.
+const (
+	thinRows = 8
+	thinMaxK = 32
+)
 
 // skinnyKernel computes a skinnyRows×skinnyCols tile of C = op(A)·B reading op(A) in place
 // (a[i·lda + p] untransposed, a[p·lda + i] transposed) and B from a panel with row
@@ -261,6 +279,10 @@ type plan struct {
 	// packedA, when set, holds all of op(A) packed once, k-block after k-block, for the
 	// tiles to share (a product with one block of rows cut into many column tiles).
 	packedA *[]float32
+	// thin: K is at most thinMaxK; op(B) is packed once, whole, into thinB for every tile
+	// to read, and the thin kernel reads A in place.
+	thin  bool
+	thinB *[]float32
 }
 
 func newPlan(p *problem, ks kernels) plan {
@@ -269,6 +291,8 @@ func newPlan(p *problem, ks kernels) plan {
 	pl.skinny = ks.skinny != nil && p.n <= skinnyMaxN && p.m >= skinnyRows && p.pack == nil
 	// Few rows of A: stream B a row at a time instead of packing it.
 	pl.rows = !pl.skinny && ks.row != nil && p.m <= smallM && p.tb == NoTrans && p.pack == nil
+	// Few k steps and an A read in place: the thin kernel.
+	pl.thin = !pl.skinny && !pl.rows && ks.thin != nil && p.k <= thinMaxK && p.m >= thinRows && p.ta == NoTrans && p.pack == nil
 	pl.unitM, pl.unitN = mr, nr
 	if ks.pair != nil {
 		pl.unitM = 2 * mr // tiles of whole pairs of panels
@@ -278,6 +302,9 @@ func newPlan(p *problem, ks kernels) plan {
 	}
 	if pl.skinny {
 		pl.unitM = skinnyRows
+	}
+	if pl.thin {
+		pl.unitM = thinRows
 	}
 	rowLimit := mcMax
 	if p.pack != nil || p.k*p.n >= bigB {
@@ -370,6 +397,21 @@ func shareA(plans []plan, workers int) {
 	par.Run(min(workers, len(jobs)), work)
 }
 
+// packThinB packs the whole op(B) of every thin plan once, as packB lays out one k-block
+// of K (at most thinMaxK·n floats: far less than the product's m·n·K multiply-adds).
+func packThinB(plans []plan) {
+	for i := range plans {
+		pl := &plans[i]
+		if !pl.thin {
+			continue
+		}
+		buf := sharedAPool.Get().(*[]float32)
+		*buf = grow(*buf, roundUp(pl.n, nr)*pl.k)
+		packB(*buf, pl.b, pl.ldb, pl.tb, 0, pl.k, 0, pl.n)
+		pl.thinB = buf
+	}
+}
+
 // runBatch computes checked problems with ks on at most workers goroutines. Each tile of
 // each problem is one task; every goroutine is meant to get about two tasks' worth of
 // work, so a problem gets tiles in proportion to its share of the multiply-adds.
@@ -417,6 +459,14 @@ func runBatch(ps []*problem, ks kernels, workers int) {
 	}
 	tasks := first[len(plans)]
 	workers = max(1, min(workers, tasks))
+	packThinB(plans)
+	defer func() {
+		for i := range plans {
+			if plans[i].thinB != nil {
+				sharedAPool.Put(plans[i].thinB)
+			}
+		}
+	}()
 	if workers > 1 {
 		shareA(plans, workers)
 		defer func() {
@@ -528,6 +578,10 @@ func (w *worker) tile(i0, mt, j0, nt int) {
 		w.skinnyTile(i0, mt, j0, nt)
 		return
 	}
+	if w.plan != nil && w.plan.thin {
+		w.thinTile(i0, mt, j0, nt)
+		return
+	}
 	for pc := 0; pc < w.k; pc += w.kc {
 		kb := min(w.kc, w.k-pc)
 		acc := w.acc || pc > 0
@@ -600,6 +654,44 @@ func (w *worker) skinnyTile(i0, mt, j0, nt int) {
 			packA(w.bufA, w.a, w.lda, w.ta, i0+full, mt-full, pc, kb)
 			w.curA = w.bufA
 			w.sweep(kb, i0+full, mt-full, j0, nt, w.bufB, acc)
+		}
+	}
+}
+
+// thinTile is tile for a thin plan: the thin kernel down the rows in blocks of thinRows,
+// over the whole panels of the tile in one call per block. Edge columns (a last panel
+// past nt) and the rows past the last whole block — copied into a zero-padded block, as A
+// is read in place — go through the same kernel into a scratch block and then the same
+// c + Σ into C, so every element rounds alike.
+func (w *worker) thinTile(i0, mt, j0, nt int) {
+	k := w.k
+	bp := (*w.plan.thinB)[(j0/nr)*k*nr:] // j0 is a multiple of nr (unitN)
+	cols := nt / nr * nr
+	var tmp [thinRows * nr]float32
+	var rest [thinRows * thinMaxK]float32
+	for ir := 0; ir < mt; ir += thinRows {
+		rows := min(thinRows, mt-ir)
+		a, lda := w.a[(i0+ir)*w.lda:], w.lda
+		if rows < thinRows {
+			clear(rest[:])
+			for i := range rows {
+				copy(rest[i*k:(i+1)*k], w.a[(i0+ir+i)*w.lda:])
+			}
+			a, lda = rest[:], k
+		}
+		c := w.c[(i0+ir)*w.ldc+j0:]
+		if rows == thinRows && cols > 0 {
+			w.thin(k, a, lda, bp, cols/nr, c, w.ldc, w.acc)
+		}
+		for jr := 0; jr < nt; jr += nr {
+			if rows == thinRows && jr < cols {
+				continue
+			}
+			nn := min(nr, nt-jr)
+			w.thin(k, a, lda, bp[(jr/nr)*k*nr:], 1, tmp[:], nr, false)
+			for i := range rows {
+				addInto(c[i*w.ldc+jr:][:nn], tmp[i*nr:i*nr+nn], w.acc)
+			}
 		}
 	}
 }
