@@ -168,7 +168,11 @@ func (a *attention) forward() (out []float32, lse []float64) {
 // takes the exponentials in float32 with expRow.
 func softmaxLSE(row []float32) float64 {
 	m := float32(math.Inf(-1))
-	for _, v := range row {
+	start := 0
+	if n8 := len(row) / 8 * 8; expAVX2 && n8 > 0 {
+		m, start = maxKernel(&row[0], n8), n8
+	}
+	for _, v := range row[start:] {
 		if v > m { // unlike max, ignores NaN: a NaN score still makes the row NaN below
 			m = v
 		}

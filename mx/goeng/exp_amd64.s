@@ -81,3 +81,64 @@ loop:
 	VMOVUPD Y3, (R8)
 	VZEROUPPER
 	RET
+
+// func maxKernel(x *float32, n int) float32
+//
+// The largest of x[0..n) (n a positive multiple of 8) as softmaxLSE's loop finds it: a
+// value replaces the running maximum only when greater, so NaNs are skipped. VMAXPS
+// returns its second source when either is NaN or both are zeros, and the running
+// maximum is that operand. Four registers of lanes run side by side (VMAXPS's latency);
+// the lanes are then reduced the same way. The result may differ from the loop's only
+// in the sign of a zero maximum, which no use of it can tell apart (x − m and m + log s
+// give the same bits either way).
+TEXT ·maxKernel(SB), NOSPLIT, $0-20
+	MOVQ x+0(FP), SI
+	MOVQ n+8(FP), CX
+	MOVL $0xff800000, AX // −∞
+	VMOVD AX, X0
+	VBROADCASTSS X0, Y0
+	VMOVAPS Y0, Y1
+	VMOVAPS Y0, Y2
+	VMOVAPS Y0, Y3
+	MOVQ CX, BX
+	SHRQ $5, BX
+	JZ   mtail
+
+mloop32:
+	VMOVUPS (SI), Y4
+	VMOVUPS 32(SI), Y5
+	VMOVUPS 64(SI), Y6
+	VMOVUPS 96(SI), Y7
+	VMAXPS  Y0, Y4, Y0
+	VMAXPS  Y1, Y5, Y1
+	VMAXPS  Y2, Y6, Y2
+	VMAXPS  Y3, Y7, Y3
+	ADDQ    $128, SI
+	DECQ    BX
+	JNZ     mloop32
+
+mtail:
+	ANDQ $31, CX
+	SHRQ $3, CX
+	JZ   mreduce
+
+mloop8:
+	VMOVUPS (SI), Y4
+	VMAXPS  Y0, Y4, Y0
+	ADDQ    $32, SI
+	DECQ    CX
+	JNZ     mloop8
+
+mreduce:
+	VMAXPS       Y0, Y1, Y0
+	VMAXPS       Y2, Y3, Y2
+	VMAXPS       Y0, Y2, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VMAXPS       X0, X1, X0
+	VPERMILPS    $0x4e, X0, X1
+	VMAXPS       X0, X1, X0
+	VPERMILPS    $0xb1, X0, X1
+	VMAXPS       X0, X1, X0
+	VMOVSS       X0, ret+16(FP)
+	VZEROUPPER
+	RET
