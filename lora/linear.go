@@ -64,22 +64,36 @@ func (l *Linear) Forward(x *mx.Array) *mx.Array { return l.ForwardPass(x, diffus
 
 // ForwardPass is Forward with the factors of pass p.
 func (l *Linear) ForwardPass(x *mx.Array, p diffusiongemma.Pass) *mx.Array {
-	var base *mx.Array
-	if pl, ok := l.Base.(diffusiongemma.PassLinear); ok {
-		base = pl.ForwardPass(x, p)
-	} else {
-		base = l.Base.Forward(x)
-	}
 	a, b := l.factors(p)
 	if a == nil {
-		return base
+		return l.base(x, p)
 	}
-	xa := mx.Matmul(l.dropout(x), a)
+	xd := l.dropout(x)
+	if xd == x && x.DType() == mx.Float32 {
+		// No dropout: a dense or quantized base and its adapter as one op, with the
+		// composition's values (mx.LoRADense, mx.LoRAQuantized).
+		switch base := l.Base.(type) {
+		case *diffusiongemma.Dense:
+			return mx.LoRADense(x, base.W, a, b, l.Scale)
+		case *diffusiongemma.Quantized:
+			return mx.LoRAQuantized(x, base.W, base.Scales, base.Biases, base.GroupSize, base.Bits, a, b, l.Scale)
+		}
+	}
+	base := l.base(x, p)
+	xa := mx.Matmul(xd, a)
 	if x.DType() == mx.Float32 {
 		// One op for base(x) + scale·(x·A)·B, rounding as the three would.
 		return mx.AddMM(base, xa, b, l.Scale, 1)
 	}
 	return mx.Add(base, mx.AsType(mx.MulScalar(mx.Matmul(xa, b), l.Scale), x.DType()))
+}
+
+// base is the base linear's output for x in pass p.
+func (l *Linear) base(x *mx.Array, p diffusiongemma.Pass) *mx.Array {
+	if pl, ok := l.Base.(diffusiongemma.PassLinear); ok {
+		return pl.ForwardPass(x, p)
+	}
+	return l.Base.Forward(x)
 }
 
 // Dims returns the base linear's input and output widths.

@@ -244,3 +244,59 @@ func checkQuantArrays(op string, wq, scales, biases *Array, groupSize, bits int)
 		}
 	}
 }
+
+// LoRALinearer is the optional capability of an engine that computes a LoRA-adapted
+// linear layer as one op (LoRADense, LoRAQuantized). scales and biases are nil for a
+// dense w [N, K]; otherwise w is packed [N, K·bits/32] and p its quantization.
+type LoRALinearer interface {
+	LoRALinear(x, w, scales, biases, a, b Handle, p QuantParams, alpha float64) Handle
+}
+
+// LoRADense is x·wᵀ + alpha·(x·a)·b — diffusiongemma's Dense linear (w [N, K]) with a
+// LoRA adapter a [K, r], b [r, N] and no dropout — for float32 x [..., K]: one op on an
+// engine that has it (LoRALinearer), where each block of the base product takes its
+// low-rank term while in cache, in the forward and for dx in the backward; elsewhere
+// (and for other dtypes) the composition AddMM(Matmul(x, wᵀ), Matmul(x, a), b, alpha, 1).
+// The forward values are the composition's to the bit; dx = g·w + dxa·aᵀ is summed in
+// one place instead of by the backward walk.
+func LoRADense(x, w, a, b *Array, alpha float64) *Array {
+	e := sameEngine("lora_dense", x, w, a, b)
+	checkLoRA("lora_dense", x, w.Shape(), a, b)
+	if f, ok := e.(LoRALinearer); ok && allFloat32(x, w, a, b) {
+		return Wrap(e, f.LoRALinear(x.h, w.h, nil, nil, a.h, b.h, QuantParams{}, alpha))
+	}
+	return AddMM(Matmul(x, Transpose(w)), Matmul(x, a), b, alpha, 1)
+}
+
+// LoRAQuantized is LoRADense on diffusiongemma's Quantized linear: the base is
+// QuantizedMatmul(x, wq, scales, biases, true, groupSize, bits), wq [N, K·bits/32].
+func LoRAQuantized(x, wq, scales, biases *Array, groupSize, bits int, a, b *Array, alpha float64) *Array {
+	e := sameEngine("lora_quantized", x, wq, scales, biases, a, b)
+	checkQuantArrays("lora_quantized", wq, scales, biases, groupSize, bits)
+	if wq.Ndim() != 2 {
+		panic(fmt.Sprintf("mx: lora_quantized: packed weight %v must be 2-D", wq.Shape()))
+	}
+	checkLoRA("lora_quantized", x, []int{wq.Dim(0), wq.Dim(1) * 32 / bits}, a, b)
+	if f, ok := e.(LoRALinearer); ok && allFloat32(x, scales, biases, a, b) {
+		return Wrap(e, f.LoRALinear(x.h, wq.h, scales.h, biases.h, a.h, b.h, QuantParams{GroupSize: groupSize, Bits: bits}, alpha))
+	}
+	return AddMM(QuantizedMatmul(x, wq, scales, biases, true, groupSize, bits), Matmul(x, a), b, alpha, 1)
+}
+
+// checkLoRA checks x [..., K] against a base weight of logical shape [N, K] and the
+// factors a [K, r], b [r, N].
+func checkLoRA(op string, x *Array, w []int, a, b *Array) {
+	as, bs := a.Shape(), b.Shape()
+	if x.Ndim() < 1 || len(w) != 2 || len(as) != 2 || len(bs) != 2 || x.Dim(-1) != w[1] || as[0] != w[1] || bs[0] != as[1] || bs[1] != w[0] {
+		panic(fmt.Sprintf("mx: %s: x %v, weight %v, a %v, b %v (want x [..., K], weight [N, K], a [K, r], b [r, N])", op, x.Shape(), w, as, bs))
+	}
+}
+
+func allFloat32(xs ...*Array) bool {
+	for _, x := range xs {
+		if x.DType() != Float32 {
+			return false
+		}
+	}
+	return true
+}

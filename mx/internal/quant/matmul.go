@@ -3,6 +3,8 @@ package quant
 import (
 	"fmt"
 	"runtime"
+
+	"github.com/dgtune/dgtune/mx/internal/sgemm"
 )
 
 // qmat views one quantized [rows, cols] matrix (one expert of a stack).
@@ -66,6 +68,36 @@ func MatmulT(y, x []float32, M int, packed []uint32, scales, biases []float32, N
 		return
 	}
 	matmulTRows(y, x, M, w)
+}
+
+// MatmulTThen is MatmulT that, when the product goes through sgemm (at least
+// gemmMinRows rows of x), runs then on every block of y as sgemm finishes it and reports
+// true; with fewer rows y is computed without it and it reports false.
+func MatmulTThen(y, x []float32, M int, packed []uint32, scales, biases []float32, N, K int, p Params, then sgemm.Epilogue) bool {
+	if M < gemmMinRows {
+		MatmulT(y, x, M, packed, scales, biases, N, K, p)
+		return false
+	}
+	checkQ("MatmulTThen", packed, scales, biases, 1, N, K, p)
+	checkDense("MatmulTThen", "x", len(x), M, K)
+	checkDense("MatmulTThen", "y", len(y), M, N)
+	w := newQmat(packed, scales, biases, N, K, p)
+	sgemm.GemmPackedThen(sgemm.NoTrans, M, w.rows, w.cols, x, w.cols, w.packT, y, w.rows, then)
+	return true
+}
+
+// MatmulThen is Matmul with MatmulTThen's epilogue.
+func MatmulThen(y, x []float32, M int, packed []uint32, scales, biases []float32, K, N int, p Params, then sgemm.Epilogue) bool {
+	if M < gemmMinRows {
+		Matmul(y, x, M, packed, scales, biases, K, N, p)
+		return false
+	}
+	checkQ("MatmulThen", packed, scales, biases, 1, K, N, p)
+	checkDense("MatmulThen", "x", len(x), M, K)
+	checkDense("MatmulThen", "y", len(y), M, N)
+	w := newQmat(packed, scales, biases, K, N, p)
+	sgemm.GemmPackedThen(sgemm.NoTrans, M, w.cols, w.rows, x, w.rows, w.packN, y, w.cols, then)
+	return true
 }
 
 // matmulTRows is MatmulT through the kernels for few rows of x.

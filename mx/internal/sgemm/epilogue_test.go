@@ -62,3 +62,50 @@ func TestGemmThen(t *testing.T) {
 		}
 	}
 }
+
+// TestGemmPackedThenAndOnCaller: GemmPackedThen's epilogue sees each block of C finished
+// — bitwise GemmPacked's product — exactly once, and GemmOnCaller gives Gemm's bits on
+// every path (tile, thin, skinny, row) without starting goroutines of its own.
+func TestGemmPackedThenAndOnCaller(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	for _, s := range [][3]int{{384, 512, 200}, {40, 64, 33}, {256, 8, 512}, {5, 30, 70}, {300, 70, 8}} {
+		m, k, n := s[0], s[1], s[2]
+		a, b := randMat(rng, m*k), randMat(rng, k*n) // b is op(B)ᵀ: n rows of k
+		pack := func(dst []float32, pc, kb, j0, nt int) { packB(dst, b, k, Transposed, pc, kb, j0, nt) }
+		t.Run(fmt.Sprintf("M%d_K%d_N%d", m, k, n), func(t *testing.T) {
+			want := make([]float32, m*n)
+			GemmPacked(NoTrans, m, n, k, a, k, pack, want, n, false)
+			c := randMat(rng, m*n)
+			hits := make([]int, m*n)
+			seen := make([]float32, m*n)
+			var mu sync.Mutex
+			GemmPackedThen(NoTrans, m, n, k, a, k, pack, c, n, func(i0, i1, j0, j1 int) {
+				mu.Lock()
+				defer mu.Unlock()
+				for i := i0; i < i1; i++ {
+					for j := j0; j < j1; j++ {
+						seen[i*n+j] = c[i*n+j]
+						hits[i*n+j]++
+					}
+				}
+			})
+			for i, h := range hits {
+				if h != 1 {
+					t.Fatalf("element (%d, %d) finished %d times, want once", i/n, i%n, h)
+				}
+			}
+			if !slices.Equal(seen, want) {
+				t.Fatal("the packed epilogue saw values other than GemmPacked's product")
+			}
+			for _, acc := range []bool{false, true} {
+				c0 := randMat(rng, m*n)
+				gemm, here := slices.Clone(c0), slices.Clone(c0)
+				Gemm(NoTrans, Transposed, m, n, k, a, k, b, k, gemm, n, acc)
+				GemmOnCaller(NoTrans, Transposed, m, n, k, a, k, b, k, here, n, acc)
+				if !slices.Equal(here, gemm) {
+					t.Fatalf("acc %v: GemmOnCaller differs from Gemm", acc)
+				}
+			}
+		})
+	}
+}

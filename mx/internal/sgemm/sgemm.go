@@ -198,6 +198,31 @@ func GemmPacked(ta Trans, m, n, k int, a []float32, lda int, pack PackFunc, c []
 	p.run(defaultKernels(), runtime.GOMAXPROCS(0))
 }
 
+// GemmPackedThen is GemmPacked (without accumulation) followed by then on every block
+// of C as it is finished, as GemmThen does. It rounds exactly as GemmPacked does.
+func GemmPackedThen(ta Trans, m, n, k int, a []float32, lda int, pack PackFunc, c []float32, ldc int, then Epilogue) {
+	if pack == nil {
+		panic("sgemm: GemmPackedThen without a pack function")
+	}
+	p := problem{ta: ta, m: m, n: n, k: k, a: a, lda: lda, c: c, ldc: ldc, pack: pack, then: then}
+	if err := p.check(); err != nil {
+		panic(err.Error())
+	}
+	p.run(defaultKernels(), runtime.GOMAXPROCS(0))
+}
+
+// GemmOnCaller is Gemm computed entirely on the calling goroutine: the product an
+// Epilogue forms for its own block (a low-rank term added to each block of a bigger
+// product) runs inside a worker of that product and must not start goroutines of its
+// own. It rounds exactly as Gemm does.
+func GemmOnCaller(ta, tb Trans, m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int, accumulate bool) {
+	p := problem{ta: ta, tb: tb, m: m, n: n, k: k, a: a, lda: lda, b: b, ldb: ldb, c: c, ldc: ldc, acc: accumulate}
+	if err := p.check(); err != nil {
+		panic(err.Error())
+	}
+	p.run(defaultKernels(), 1)
+}
+
 func (p *problem) check() error {
 	if p.m < 0 || p.n < 0 || p.k < 0 {
 		return fmt.Errorf("sgemm: negative dimension M=%d N=%d K=%d", p.m, p.n, p.k)
