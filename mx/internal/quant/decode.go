@@ -28,6 +28,13 @@ func decodeT8x8RunGo(bits int, words []uint32, wstride int, sc, bi *[8]float32, 
 	}
 }
 
+// decodeT16As8x8 is decodeT16Run as two runs of 8×8 blocks: rows 0–7 into dst columns
+// 0–7, rows 8–15 into columns 8–15.
+func decodeT16As8x8(bits int, words []uint32, wstride int, sc, bi *[16]float32, dst []float32, ldd, n int) {
+	decodeT8x8Run(bits, words, wstride, (*[8]float32)(sc[:8]), (*[8]float32)(bi[:8]), dst, ldd, n)
+	decodeT8x8Run(bits, words[8*wstride:], wstride, (*[8]float32)(sc[8:]), (*[8]float32)(bi[8:]), dst[8:], ldd, n)
+}
+
 // decodeN16Go dequantizes n runs of 16 consecutive 4- or 8-bit codes of one group (the
 // runs consecutive in words) into dst[i·stride + j] = sc·code + bi, each product rounded
 // on its own as the lookup tables of packN compute it.

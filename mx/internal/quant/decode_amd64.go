@@ -60,3 +60,25 @@ func decodeN16Rows(bits int, words []uint32, wpr int, scales, biases []float32, 
 		decodeN8AVX2(&words[0], wpr, &scales[0], &biases[0], ng, &dst[0], stride, n, rows)
 	}
 }
+
+// hasAVX512 says whether the CPU (and the OS) runs AVX-512F, for decodeT4x16AVX512.
+var hasAVX512 = cpu.X86.HasAVX512F && cpu.X86.HasAVX2
+
+//go:noescape
+func decodeT4x16AVX512(words *uint32, wstride int, sc, bi *float32, dst *float32, ldd, n int)
+
+// decodeT16Run is decodeT8x8Run for sixteen rows (sc and bi of sixteen): rows 0–7 and
+// 8–15 decoded as two runs of 8×8 blocks would be, into dst columns 0–7 and 8–15 — for
+// 4-bit codes through one AVX-512 pass with no transpose where the CPU has it.
+func decodeT16Run(bits int, words []uint32, wstride int, sc, bi *[16]float32, dst []float32, ldd, n int) {
+	if n <= 0 {
+		return
+	}
+	if bits != 4 || !hasAVX512 {
+		decodeT16As8x8(bits, words, wstride, sc, bi, dst, ldd, n)
+		return
+	}
+	_ = words[15*wstride+n-1]
+	_ = dst[(8*n-1)*ldd+15]
+	decodeT4x16AVX512(&words[0], wstride, &sc[0], &bi[0], &dst[0], ldd, n)
+}

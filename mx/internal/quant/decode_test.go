@@ -60,6 +60,33 @@ func TestDecodeT8x8Run(t *testing.T) {
 	}
 }
 
+// TestDecodeT16Run: the sixteen-row decoder (AVX-512 for 4-bit codes, where built) writes
+// the two eight-row runs' values bit for bit, for one block and for runs along k, with a
+// panel-row stride wider than sixteen.
+func TestDecodeT16Run(t *testing.T) {
+	rng := rand.New(rand.NewPCG(45, 46))
+	const wstride, ldd = 19, 21
+	words := make([]uint32, 16*wstride)
+	for i := range words {
+		words[i] = rng.Uint32()
+	}
+	var sc, bi [16]float32
+	for i := range sc {
+		sc[i], bi[i] = float32(rng.NormFloat64()), float32(rng.NormFloat64())
+	}
+	for _, bits := range []int{4, 8} {
+		for _, n := range []int{1, 2, 5, 8} {
+			size := (8*n-1)*ldd + 16
+			got, want := nans(size), nans(size)
+			decodeT16Run(bits, words, wstride, &sc, &bi, got, ldd, n)
+			decodeT16As8x8(bits, words, wstride, &sc, &bi, want, ldd, n)
+			if !slices.Equal(bitsOf(got), bitsOf(want)) {
+				t.Fatalf("%d bits, %d blocks: %v, want %v", bits, n, got, want)
+			}
+		}
+	}
+}
+
 func bitsOf(v []float32) []uint32 {
 	out := make([]uint32, len(v))
 	for i, x := range v {

@@ -101,6 +101,22 @@ func (w qmat) packT8x8(dst []float32, pc, kb, j0, nt int) {
 		if nn < pw {
 			clear(panel)
 		}
+		if nn == pw {
+			// A whole panel: its sixteen rows at once, one call per group.
+			var sc16, bi16 [pw]float32
+			for p := 0; p < kb; {
+				k := pc + p
+				g := k / gs
+				r0 := j0 + jr
+				for i := range pw {
+					sc16[i], bi16[i] = w.scales[(r0+i)*w.ng+g], w.biases[(r0+i)*w.ng+g]
+				}
+				n := (min((g+1)*gs, pc+kb) - k) / 8
+				decodeT16Run(bits, w.packed[r0*w.wpr+k*bits/32:], w.wpr, &sc16, &bi16, panel[p*pw:], pw, n)
+				p += 8 * n
+			}
+			continue
+		}
 		n8 := nn / 8 * 8
 		for jb := 0; jb < n8; jb += 8 {
 			r0 := j0 + jr + jb
