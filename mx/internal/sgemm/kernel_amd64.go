@@ -182,3 +182,12 @@ func packA6AVX2(dst, src *float32, lda, blocks int)
 
 // packAVX2 says whether packA may use packA6AVX2.
 var packAVX2 = cpu.X86.HasAVX2
+
+// packRows8AVX copies a group of eight rows of an untransposed B into its panels
+// (packBRows), 64 bytes per row and panel.
+//
+//go:noescape
+func packRows8AVX(src *float32, ld int, dst *float32, panels int, pstride int)
+
+// packRowsAVX says whether packBRows may use packRows8AVX.
+var packRowsAVX = cpu.X86.HasAVX

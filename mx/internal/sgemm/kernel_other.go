@@ -21,3 +21,9 @@ func transpose8Run(src *float32, ld int, dst *float32, ldd int, n int) {
 const packAVX2 = false
 
 func packA6AVX2(dst, src *float32, lda, blocks int) { panic("sgemm: no AVX2 packing") }
+
+const packRowsAVX = false
+
+func packRows8AVX(src *float32, ld int, dst *float32, panels int, pstride int) {
+	panic("sgemm: no AVX packing")
+}
