@@ -23,7 +23,7 @@ import (
 // activationBytes adds the head). The go engine's autodiff records every op whose input
 // descends from a LoRA parameter and keeps each recorded tensor and its inputs until the
 // backward pass ends, so under RetainGraph every such intermediate counts: a LoRA linear's
-// x·A, base(x) and the fused AddMM, the normed and transposed q/k/v, the attention output
+// x·A and output, the normed and transposed q/k/v, the attention output
 // (the fused attention keeps one log-sum-exp per query row, not its scores), GeGLU's one
 // output, the experts' gathered rows, gate/up, outputs in sorted and in token order, and
 // their int32 permutations. A transposed weight is a view, never a copy. Tensors the loss
@@ -387,17 +387,15 @@ type passGeom struct {
 }
 
 // linear counts y = base(x) [+ scale·((x·A)·B)] for s rows of in → out: a plain linear is
-// one output; a LoRA linear is x·A (read by the B side of the VJP), base(x) (an input of
-// the fused AddMM, kept by the graph only) and the AddMM's output. outNeeded says whether
-// a VJP downstream reads y.
+// one output; a LoRA linear (one op, mx.LoRADense/LoRAQuantized, without dropout) is x·A,
+// which its VJP reads, and its output. outNeeded says whether a VJP downstream reads y.
+// (With LoRA dropout the composition also keeps base(x) and the dropped-out x: not
+// counted.)
 func (c *actCounter) linear(group string, g passGeom, key string, s, in, out int, outNeeded bool) {
-	if !g.lora[key] {
-		c.f32(group, outNeeded, s*out)
-		return
+	if g.lora[key] {
+		c.f32(group, true, s*g.rank) // x·A
 	}
-	c.f32(group, true, s*g.rank)   // x·A
-	c.f32(group, false, s*out)     // base(x)
-	c.f32(group, outNeeded, s*out) // AddMM
+	c.f32(group, outNeeded, s*out)
 }
 
 // layerPass counts layer i over s tokens: the encoder's pass over the prompt (s = n), or
