@@ -24,7 +24,8 @@ import (
 // descends from a LoRA parameter and keeps each recorded tensor and its inputs until the
 // backward pass ends, so under RetainGraph every such intermediate counts: a LoRA linear's
 // x·A and output, the normed and transposed q/k/v, the attention output
-// (the fused attention keeps one log-sum-exp per query row, not its scores), GeGLU's one
+// (the fused attention keeps one log-sum-exp per query row, and its probabilities when they
+// fit keptScores), GeGLU's one
 // output, the experts' gathered rows, gate/up, outputs in sorted and in token order, and
 // their int32 permutations. A transposed weight is a view, never a copy. Tensors the loss
 // does not reach are garbage as soon as they are made and do not count: the router's
@@ -338,7 +339,7 @@ func prod(s []int) int64 {
 const (
 	actEmbed    = "embeddings and residual stream"
 	actAttnProj = "attention projections (q, k, v, o with LoRA)"
-	actScores   = "attention (log-sum-exp per query row)"
+	actScores   = "attention (log-sum-exps, probabilities up to 8 MiB a call)"
 	actKV       = "attention keys and values (transposed, concatenated)"
 	actDense    = "dense MLP (with GELU temporaries)"
 	actRouter   = "router"
@@ -378,6 +379,10 @@ func (c *actCounter) total() int64 {
 	}
 	return t
 }
+
+// keptScores is the go engine's limit (floats) on the attention probabilities one call
+// keeps for its backward (goeng's maxKeptScores).
+const keptScores = 1 << 21
 
 // passGeom is what one layer pass needs to know about the model and the adapters.
 type passGeom struct {
@@ -443,8 +448,9 @@ func (c *actCounter) layerPass(g passGeom, i, s, n int, encoder, kvOnly bool) {
 		return
 	}
 
-	// Fused attention: its output, and one float64 log-sum-exp per query row for the
-	// backward (which recomputes the probabilities block by block).
+	// Fused attention: its output, one float64 log-sum-exp per query row for the backward,
+	// and the probabilities [heads, s, keys] when they fit keptScores (the backward
+	// recomputes them block by block otherwise).
 	if !encoder {
 		if sliding && n >= t.SlidingWindow {
 			c.f32(actKV, false, 2*cached*kvw) // the last window−1 encoder positions, sliced
@@ -454,6 +460,9 @@ func (c *actCounter) layerPass(g passGeom, i, s, n int, encoder, kvOnly bool) {
 		}
 	}
 	c.bytes(actScores, true, 8*int64(nh*s))
+	if p := nh * s * nk; p <= keptScores {
+		c.f32(actScores, true, p)
+	}
 	c.f32(actAttnProj, false, s*qw)                      // attention output [heads, s, d]
 	c.f32(actAttnProj, g.lora["self_attn.o_proj"], s*qw) // transposed back
 	c.linear(actAttnProj, g, "self_attn.o_proj", s, qw, h, true)

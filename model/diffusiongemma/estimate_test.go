@@ -124,7 +124,8 @@ func oneLayer(t *testing.T) *dg.Config {
 //	q (one LoRA-linear op): x·A 2·8, output 2·128 = 272; q_norm, transpose 512; RoPE 256
 //	k: 16 + 64 = 80; k_norm, transpose 128; RoPE 64
 //	v (from the raw k): norm 64, transpose 64
-//	attention output 256 (and 4·2 float64 log-sum-exps = 64 B), transposed back 256
+//	attention output 256 (and 4·2 float64 log-sum-exps = 64 B), its kept probabilities
+//	4·2·2 = 16, transposed back 256
 //	o: 16 + 128 = 144
 //	post-attention norm, h_mid, u: 3·128 = 384
 //	gate, up: 2·(16 + 256) = 544; GeGLU (one fused op) 256
@@ -134,25 +135,25 @@ func oneLayer(t *testing.T) *dg.Config {
 //	  (GeGLUSplit's input), GeGLU 128, outputs sorted 256, their weighted sum 128 (one op),
 //	  norm 128 = 1292
 //	merge: 4·128 = 512
-//	layer total 5896 (23584 B) + 64 B; first-layer inputs (0+2)·64 = 128
+//	layer total 5912 (23648 B) + 64 B; first-layer inputs (0+2)·64 = 128
 //	head: final norm 2·64 = 128, z and z/30 2·2·512 = 2048, tanh and logits 2048, CE terms
 //	  6·2 = 12 → 4236; backward transient 3·2·512 = 3072
-//	total 23648 + 4·(128 + 4236 + 3072) = 53392 bytes.
+//	total 23712 + 4·(128 + 4236 + 3072) = 53456 bytes.
 //
 // Only what VJPs read (RetainNeeded): input norm 128; q: x·A 16, output 256, RoPE 256; k:
-// x·A 16, output 64, RoPE 64; transposed v 64; the log-sum-exps (64 B); the attention output
-// transposed back 256; o: x·A 16, output 128; h_mid 128, u 128; gate and up: 2·(16 + 256);
+// x·A 16, output 64, RoPE 64; transposed v 64; the log-sum-exps (64 B) and probabilities
+// 16; the attention output transposed back 256; o: x·A 16, output 128; h_mid 128, u 128; gate and up: 2·(16 + 256);
 // GeGLU 256; down: 16 + 128; router indices, softmax, per-expert scales and weights 4·4;
 // experts: permutations 12, gate_up 256, outputs sorted 256, their weighted sum 128; h1+h2 128,
-// layer out 128 → 3388 elements (13552 B) + 64 B; logits and tanh 2048 (8192 B); backward
-// 3072 (12288 B) → 34096 bytes.
+// layer out 128 → 3404 elements (13616 B) + 64 B; logits and tanh 2048 (8192 B); backward
+// 3072 (12288 B) → 34160 bytes.
 func TestEstimateActivationsOneLayer(t *testing.T) {
 	cfg := oneLayer(t)
 	q := policy(t, cfg, dg.Bits4)
 	for _, tc := range []struct {
 		r    dg.Retention
 		want int64
-	}{{dg.RetainGraph, 53392}, {dg.RetainNeeded, 34096}} {
+	}{{dg.RetainGraph, 53456}, {dg.RetainNeeded, 34160}} {
 		est, err := dg.EstimateOptions{Quantization: q, Rank: 8, PromptLen: 0, CanvasLen: 2, Retention: tc.r}.Estimate(cfg)
 		if err != nil {
 			t.Fatal(err)
@@ -165,14 +166,14 @@ func TestEstimateActivationsOneLayer(t *testing.T) {
 	// elements 32768 + 24576 + 67840 = 125184 at 0.75 B, plus (64+64+1+581)·4 → 93888 + 2840
 	// = 96728, all of it stored in float32 (the preset's dtype), so mapped in place and
 	// outside the heap; LoRA 1056·8 = 8448 parameters → 33792 B each for A/B and gradients,
-	// 67584 for m and v. Live = 96728 + 33792 + 33792 + 67584 + 53392 = 285288, of which
-	// 188560 in the heap.
+	// 67584 for m and v. Live = 96728 + 33792 + 33792 + 67584 + 53456 = 285352, of which
+	// 188624 in the heap.
 	est, err := estimateMemory(cfg, q, 8, nil, 0, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if est.Weights != 96728 || est.MappedWeights != 96728 || est.GCHeadroom != 188560 || est.Total != 473848 {
-		t.Errorf("EstimateMemory: weights %d (mapped %d), headroom %d, total %d; want 96728 (96728), 188560, 473848",
+	if est.Weights != 96728 || est.MappedWeights != 96728 || est.GCHeadroom != 188624 || est.Total != 473976 {
+		t.Errorf("EstimateMemory: weights %d (mapped %d), headroom %d, total %d; want 96728 (96728), 188624, 473976",
 			est.Weights, est.MappedWeights, est.GCHeadroom, est.Total)
 	}
 	// Stored in bfloat16 (as probe mkmodel writes quantized checkpoints), the scales and the

@@ -14,10 +14,10 @@ import (
 // share a kv head are contiguous in q, so a block is a [G·Lq, D] matrix of queries against
 // [Lk, D] keys, and grouped-query attention needs no copy of k or v. Blocks run in groups
 // (eachGroup) whose [G·Lq, Lk] scores fit a bounded buffer that is reused for the next
-// group; the forward keeps only the log-sum-exp of every row, and the backward recomputes
-// the probabilities from it. So at most maxScratch floats of scores (P and dP in the
-// backward) are alive, instead of all of [B, Hkv, G·Lq, Lk] plus the probabilities kept
-// for the backward.
+// group. When all the probabilities P fit maxKeptScores the forward hands them to the
+// backward (which then skips recomputing them); otherwise it keeps only the log-sum-exp of
+// every row and the backward recomputes P from it, so at most maxScratch floats of scores
+// (P and dP in the backward) are alive, instead of all of [B, Hkv, G·Lq, Lk].
 //
 // Masked positions get score −∞ and probability 0; a row with every key masked gives NaN,
 // as softmax over −∞ does.
@@ -34,11 +34,21 @@ func (e *Engine) ScaledDotProductAttention(hq, hk, hv mx.Handle, scale float64, 
 		dt = mx.Float32
 	}
 	res := fromF32([]int{a.b, a.hq, a.lq, a.dv}, dt, out)
+	traced := q.node != nil || k.node != nil || v.node != nil
+	if !traced {
+		a.kept = nil // no backward will read the probabilities
+	}
 	return record(res, "scaled_dot_product_attention", []*tensor{q, k, v}, func(g *tensor) []*tensor {
 		dq, dk, dv := a.backward(g.f32(), lse, q.node != nil, k.node != nil, v.node != nil)
 		return []*tensor{dq, dk, dv}
 	})
 }
+
+// maxKeptScores bounds the probabilities a call keeps for its backward (floats, 8 MiB):
+// up to it, the forward's P is handed to the backward instead of being recomputed (one
+// product of the five and the exponentials); above it — a long prompt's encoder — the
+// backward recomputes P from the log-sum-exps, so memory stays linear in the length.
+const maxKeptScores = 1 << 21
 
 // attention holds one call's operands as float32, with the mask read through broadcast
 // strides (never expanded to [B, Hq, Lq, Lk]).
@@ -48,6 +58,9 @@ type attention struct {
 	q, k, v                      []float32
 	mask                         []bool // nil: every key allowed
 	mst                          []int  // strides of mask over [B, Hq, Lq, Lk], 0 on broadcast axes
+	// kept is the forward's probabilities P of every block ([B·Hkv, G·Lq, Lk]) when they
+	// fit maxKeptScores, for the backward to use (and overwrite) once; nil otherwise.
+	kept []float32
 }
 
 func newAttention(q, k, v *tensor, scale float64, mask *tensor) *attention {
@@ -80,15 +93,17 @@ const maxScratch = 1 << 23
 
 // eachGroup runs fn over consecutive groups of blocks [b0, b1), as many per group as fit
 // maxScratch at per floats of scratch each (at least one), with a buffer of (b1−b0)·per
-// floats reused from group to group. A group's products run as one sgemm.Batch and its
+// floats reused from group to group (buf when it is big enough, else a fresh one). A group's products run as one sgemm.Batch and its
 // rows in one parallel loop, so a step of attention is a handful of parallel regions
 // whatever the number of kv heads, and the blocks share the cores instead of each being
 // split over all of them. Every element rounds as it would block by block: Batch rounds
 // each product as Gemm alone, and rows are independent.
-func (a *attention) eachGroup(per int, fn func(b0, b1 int, buf []float32)) {
+func (a *attention) eachGroup(per int, buf []float32, fn func(b0, b1 int, buf []float32)) {
 	nb := a.b * a.hkv
 	g := max(1, min(nb, maxScratch/max(per, 1)))
-	buf := uninit.Float32s(g * per) // every element is written before it is read
+	if len(buf) < g*per {
+		buf = uninit.Float32s(g * per) // every element is written before it is read
+	}
 	for b0 := 0; b0 < nb; b0 += g {
 		b1 := min(nb, b0+g)
 		fn(b0, b1, buf[:(b1-b0)*per])
@@ -146,7 +161,11 @@ func (a *attention) forward() (out []float32, lse []float64) {
 	out = make([]float32, a.b*a.hq*a.lq*dv)
 	lse = make([]float64, a.b*a.hq*a.lq)
 	var ps []sgemm.Product
-	a.eachGroup(r*lk, func(b0, b1 int, p []float32) {
+	if nb := a.b * a.hkv; nb*r*lk <= maxKeptScores {
+		// One group whose buffer is the backward's P: eachGroup then makes it once.
+		a.kept = uninit.Float32s(nb * r * lk)
+	}
+	a.eachGroup(r*lk, a.kept, func(b0, b1 int, p []float32) {
 		sgemm.Batch(a.scoreProducts(ps[:0], b0, b1, p))
 		a.eachRow(b0, b1, func(blk, row, i int) {
 			sr := p[i*lk : (i+1)*lk]
@@ -264,63 +283,26 @@ func (a *attention) backward(g []float32, lse []float64, wantQ, wantK, wantV boo
 	}
 	per := r * lk
 	var ps []sgemm.Product
-	a.eachGroup(2*per, func(b0, b1 int, buf []float32) {
-		n := (b1 - b0) * per
-		p, dp := buf[:n], buf[n:]
-		sgemm.Batch(a.scoreProducts(ps[:0], b0, b1, p))
-		a.eachRow(b0, b1, func(blk, row, i int) {
-			sr := p[i*lk : (i+1)*lk]
-			a.finishScores(sr, blk, row)
-			expRow(sr, float32(lse[blk*r+row]))
+	kept := a.kept
+	a.kept = nil // used (and overwritten with dS) once
+	if kept != nil {
+		// The forward's P, all blocks in one group, and dP beside it.
+		nb := a.b * a.hkv
+		p, dp := kept, uninit.Float32s(nb*per)
+		a.backwardGroup(0, nb, p, dp, g, gq, gk, gv, wantQ, wantK, wantV)
+	} else {
+		a.eachGroup(2*per, nil, func(b0, b1 int, buf []float32) {
+			n := (b1 - b0) * per
+			p, dp := buf[:n], buf[n:]
+			sgemm.Batch(a.scoreProducts(ps[:0], b0, b1, p))
+			a.eachRow(b0, b1, func(blk, row, i int) {
+				sr := p[i*lk : (i+1)*lk]
+				a.finishScores(sr, blk, row)
+				expRow(sr, float32(lse[blk*r+row]))
+			})
+			a.backwardGroup(b0, b1, p, dp, g, gq, gk, gv, wantQ, wantK, wantV)
 		})
-		// dV reads P before dS overwrites it; dP is independent of it.
-		ps = ps[:0]
-		for blk := b0; blk < b1; blk++ {
-			pb, gb := p[(blk-b0)*per:], g[a.oBlock(blk):]
-			if wantV {
-				ps = append(ps, sgemm.Product{TA: sgemm.Transposed, TB: sgemm.NoTrans, M: lk, N: dvw, K: r,
-					A: pb, LDA: lk, B: gb, LDB: dvw, C: gv[a.vBlock(blk):], LDC: dvw})
-			}
-			if wantQ || wantK {
-				ps = append(ps, sgemm.Product{TA: sgemm.NoTrans, TB: sgemm.Transposed, M: r, N: lk, K: dvw,
-					A: gb, LDA: dvw, B: a.v[a.vBlock(blk):], LDB: dvw, C: dp[(blk-b0)*per:], LDC: lk})
-			}
-		}
-		sgemm.Batch(ps)
-		if !wantQ && !wantK {
-			return
-		}
-		a.eachRow(b0, b1, func(blk, row, i int) {
-			pr, dr := p[i*lk:(i+1)*lk], dp[i*lk:(i+1)*lk]
-			c := float32(dot4(pr, dr))
-			// dS·scale = P·(dP − c)·scale in place of P, each step rounded; dP is not needed
-			// again, so it holds dP − c.
-			for j := vecVS(mx.OpSubtract, dr, dr, c); j < len(dr); j++ {
-				dr[j] -= c
-			}
-			for j := vecVV(mx.OpMultiply, pr, pr, dr); j < len(pr); j++ {
-				pr[j] *= dr[j]
-			}
-			if a.scale != 1 {
-				for j := vecVS(mx.OpMultiply, pr, pr, a.scale); j < len(pr); j++ {
-					pr[j] *= a.scale
-				}
-			}
-		})
-		ps = ps[:0]
-		for blk := b0; blk < b1; blk++ {
-			pb := p[(blk-b0)*per:]
-			if wantQ {
-				ps = append(ps, sgemm.Product{TA: sgemm.NoTrans, TB: sgemm.NoTrans, M: r, N: d, K: lk,
-					A: pb, LDA: lk, B: a.k[a.kBlock(blk):], LDB: d, C: gq[a.qBlock(blk):], LDC: d})
-			}
-			if wantK {
-				ps = append(ps, sgemm.Product{TA: sgemm.Transposed, TB: sgemm.NoTrans, M: lk, N: d, K: r,
-					A: pb, LDA: lk, B: a.q[a.qBlock(blk):], LDB: d, C: gk[a.kBlock(blk):], LDC: d})
-			}
-		}
-		sgemm.Batch(ps)
-	})
+	}
 	mk := func(v []float32, shape ...int) *tensor {
 		if v == nil {
 			return nil
@@ -328,6 +310,60 @@ func (a *attention) backward(g []float32, lse []float64, wantQ, wantK, wantV boo
 		return fromF32(slices.Clone(shape), mx.Float32, v)
 	}
 	return mk(gq, a.b, a.hq, a.lq, d), mk(gk, a.b, a.hkv, lk, d), mk(gv, a.b, a.hkv, lk, dvw)
+}
+
+// backwardGroup is the backward of blocks b0..b1−1 from their probabilities p (overwritten
+// with dS·scale) and a scratch dp of the same size: dV, dP, dS, then dQ and dK.
+func (a *attention) backwardGroup(b0, b1 int, p, dp, g, gq, gk, gv []float32, wantQ, wantK, wantV bool) {
+	r, lk, d, dvw := a.rows(), a.lk, a.d, a.dv
+	per := r * lk
+	// dV reads P before dS overwrites it; dP is independent of it.
+	var ps []sgemm.Product
+	for blk := b0; blk < b1; blk++ {
+		pb, gb := p[(blk-b0)*per:], g[a.oBlock(blk):]
+		if wantV {
+			ps = append(ps, sgemm.Product{TA: sgemm.Transposed, TB: sgemm.NoTrans, M: lk, N: dvw, K: r,
+				A: pb, LDA: lk, B: gb, LDB: dvw, C: gv[a.vBlock(blk):], LDC: dvw})
+		}
+		if wantQ || wantK {
+			ps = append(ps, sgemm.Product{TA: sgemm.NoTrans, TB: sgemm.Transposed, M: r, N: lk, K: dvw,
+				A: gb, LDA: dvw, B: a.v[a.vBlock(blk):], LDB: dvw, C: dp[(blk-b0)*per:], LDC: lk})
+		}
+	}
+	sgemm.Batch(ps)
+	if !wantQ && !wantK {
+		return
+	}
+	a.eachRow(b0, b1, func(blk, row, i int) {
+		pr, dr := p[i*lk:(i+1)*lk], dp[i*lk:(i+1)*lk]
+		c := float32(dot4(pr, dr))
+		// dS·scale = P·(dP − c)·scale in place of P, each step rounded; dP is not needed
+		// again, so it holds dP − c.
+		for j := vecVS(mx.OpSubtract, dr, dr, c); j < len(dr); j++ {
+			dr[j] -= c
+		}
+		for j := vecVV(mx.OpMultiply, pr, pr, dr); j < len(pr); j++ {
+			pr[j] *= dr[j]
+		}
+		if a.scale != 1 {
+			for j := vecVS(mx.OpMultiply, pr, pr, a.scale); j < len(pr); j++ {
+				pr[j] *= a.scale
+			}
+		}
+	})
+	ps = ps[:0]
+	for blk := b0; blk < b1; blk++ {
+		pb := p[(blk-b0)*per:]
+		if wantQ {
+			ps = append(ps, sgemm.Product{TA: sgemm.NoTrans, TB: sgemm.NoTrans, M: r, N: d, K: lk,
+				A: pb, LDA: lk, B: a.k[a.kBlock(blk):], LDB: d, C: gq[a.qBlock(blk):], LDC: d})
+		}
+		if wantK {
+			ps = append(ps, sgemm.Product{TA: sgemm.Transposed, TB: sgemm.NoTrans, M: lk, N: d, K: r,
+				A: pb, LDA: lk, B: a.q[a.qBlock(blk):], LDB: d, C: gk[a.kBlock(blk):], LDC: d})
+		}
+	}
+	sgemm.Batch(ps)
 }
 
 // exp2Frac[j] is 2^(j/64) rounded to float32, for expRow. It is computed once and never

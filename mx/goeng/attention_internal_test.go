@@ -4,6 +4,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/dgtune/dgtune/mx"
 )
 
 // TestExpRow: expRow's e^(x − shift) is within 2 float32 ulps (relative 2.4e-7) of
@@ -87,3 +89,56 @@ func TestLogSumExpRowMatchesFloat64(t *testing.T) {
 		t.Errorf("with NaN: got %v", got)
 	}
 }
+
+// TestAttentionKeptMatchesRecomputed: the backward from the forward's kept probabilities
+// and the one that recomputes them from the log-sum-exps give the same cotangents to
+// float32 rounding — masked (causal, and a fully masked key) and not, with grouped-query
+// heads — and a call whose probabilities exceed maxKeptScores keeps none.
+func TestAttentionKeptMatchesRecomputed(t *testing.T) {
+	rng := rand.New(rand.NewPCG(61, 62))
+	const b, hq, hkv, lq, lk, d = 2, 4, 2, 9, 13, 16
+	mk := func(shape ...int) *tensor {
+		n := 1
+		for _, s := range shape {
+			n *= s
+		}
+		return newTensor(shape, mx.Float32, randF32(rng, n))
+	}
+	q, k, v := mk(b, hq, lq, d), mk(b, hkv, lk, d), mk(b, hkv, lk, d)
+	g := randF32(rng, b*hq*lq*d)
+	allow := make([]bool, lq*lk)
+	for i := range lq {
+		for j := range lk {
+			allow[i*lk+j] = j <= i+lk-lq && j != 3
+		}
+	}
+	for _, mask := range []*tensor{nil, newTensor([]int{1, 1, lq, lk}, mx.Bool, allow)} {
+		kept := newAttention(q, k, v, 0.25, mask)
+		_, lse := kept.forward()
+		if kept.kept == nil {
+			t.Fatal("small call kept no probabilities")
+		}
+		again := newAttention(q, k, v, 0.25, mask)
+		again.forward()
+		again.kept = nil // recompute
+		got := triple(kept.backward(g, lse, true, true, true))
+		want := triple(again.backward(g, lse, true, true, true))
+		for i := range got {
+			for j := range got[i] {
+				if diff := math.Abs(float64(got[i][j] - want[i][j])); diff > 1e-5*(1+math.Abs(float64(want[i][j]))) {
+					t.Fatalf("mask %v: cotangent %d element %d: kept %v, recomputed %v", mask != nil, i, j, got[i][j], want[i][j])
+				}
+			}
+		}
+		if kept.kept != nil {
+			t.Error("the backward did not drop the probabilities it used")
+		}
+	}
+	big := newAttention(mk(1, 1, 1500, 8), mk(1, 1, 1500, 8), mk(1, 1, 1500, 8), 1, nil)
+	big.forward()
+	if big.kept != nil {
+		t.Errorf("a call of %d probabilities kept them (limit %d)", 1500*1500, maxKeptScores)
+	}
+}
+
+func triple(a, b, c *tensor) [3][]float32 { return [3][]float32{a.f32(), b.f32(), c.f32()} }
