@@ -246,8 +246,9 @@ func broadcastVJP(x *tensor) func(g *tensor) []*tensor {
 // A slice's adjoint is g written into zeros of the input's shape.
 func sliceVJP(x *tensor, start, stop, step []int) func(g *tensor) []*tensor {
 	return func(g *tensor) []*tensor {
-		// g scattered into zeros (allocated zero, so no copy of a zero tensor first).
-		out := newTensor(x.shape, mx.Float32, make([]float32, x.size()))
+		// g scattered into zeros, cleared in parallel: the runtime would clear a recycled
+		// block on this goroutine alone.
+		out := newTensor(x.shape, mx.Float32, zerosF32(x.size()))
 		scatterSlice(out, castTensor(g, mx.Float32), start, stop, step)
 		return []*tensor{out}
 	}
@@ -376,6 +377,13 @@ func matmulVJP(a, b *tensor) func(g *tensor) []*tensor {
 		}
 		return []*tensor{ga, gb}
 	}
+}
+
+// zerosF32 is make([]float32, n), cleared on every core for a large n.
+func zerosF32(n int) []float32 {
+	v := uninit.Float32s(n)
+	parallelFor(n, 1, func(lo, hi int) { clear(v[lo:hi]) })
+	return v
 }
 
 // Gathers scatter-add g back into the source positions.

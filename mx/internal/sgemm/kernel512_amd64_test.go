@@ -80,3 +80,21 @@ func BenchmarkThin(b *testing.B) {
 		}
 	}
 }
+
+// TestSkinnyT16MatchesSkinny: a transposed A at most one panel wide gives the same bits
+// through the sixteen-row AVX-512 skinny kernel as through the eight-row one — edge
+// columns, rows left over past the last group of sixteen or eight, several k-blocks,
+// accumulation and several workers.
+func TestSkinnyT16MatchesSkinny(t *testing.T) {
+	if !hasAVX512() {
+		t.Skip("CPU without AVX-512F")
+	}
+	with := defaultKernels()
+	if with.skinnyT16 == nil {
+		t.Fatal("AVX-512 CPU but no sixteen-row skinny kernel chosen")
+	}
+	without := with
+	without.skinnyT16 = nil
+	shapes := [][3]int{{16, 1, 8}, {512, 384, 8}, {40, 300, 8}, {33, 513, 16}, {100, 64, 12}, {24, 7, 5}, {2048, 384, 8}}
+	sameAcrossKernels(t, rand.New(rand.NewPCG(33, 34)), with, without, shapes, [3]int{3, 2, 1}, "sixteen-row skinny result differs from the eight-row kernel's")
+}

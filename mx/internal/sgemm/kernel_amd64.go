@@ -24,7 +24,7 @@ func defaultKernels() kernels {
 	}
 	ks := avx2Kernels()
 	if hasAVX512() {
-		ks.tile6x16, ks.pair, ks.thin = kernel6x16AVX512, kernelAVX512, thinAVX512
+		ks.tile6x16, ks.pair, ks.thin, ks.skinnyT16 = kernel6x16AVX512, kernelAVX512, thinAVX512, skinnyT16AVX512
 	}
 	return ks
 }
@@ -42,6 +42,27 @@ func kernelAVX512(kc int, a0, a1, b []float32, ldb int, c []float32, ldc int, ac
 	_ = c[(2*mr-1)*ldc+nr-1]
 	kern12x16(kc, &a0[0], &a1[0], &b[0], ldb, &c[0], ldc, acc)
 }
+
+// skinnyT16AVX512 checks the slice bounds the assembly relies on, then runs it.
+func skinnyT16AVX512(kc int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int, acc bool) {
+	if kc == 0 {
+		for i := range 2 * skinnyRows {
+			if !acc {
+				clear(c[i*ldc : i*ldc+skinnyCols])
+			}
+		}
+		return
+	}
+	_ = a[(kc-1)*lda+2*skinnyRows-1]
+	_ = b[(kc-1)*ldb+skinnyCols-1]
+	_ = c[(2*skinnyRows-1)*ldc+skinnyCols-1]
+	skinnyT16(kc, &a[0], lda, &b[0], ldb, &c[0], ldc, acc)
+}
+
+// skinnyT16 is skinnyT16AVX512 without bounds checks; kc must be positive.
+//
+//go:noescape
+func skinnyT16(kc int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, acc bool)
 
 // thinAVX512 checks the slice bounds the assembly relies on, then runs it.
 func thinAVX512(k int, a []float32, lda int, b []float32, chunks int, c []float32, ldc int, acc bool) {

@@ -59,8 +59,15 @@ type kernels struct {
 	pair     pairKernel
 	row      rowKernel
 	skinny   skinnyKernel
-	thin     thinKernel
+	// skinnyT16, when set, is skinny for sixteen rows of a transposed A (one vector of
+	// sixteen A values per k step: the LoRA gradient xᵀ·dxa).
+	skinnyT16 skinnyT16Kernel
+	thin      thinKernel
 }
+
+// skinnyT16Kernel computes the 16×skinnyCols tile C[i, j] (+)= Σ_p A[i, p]·B[p, j] with
+// A[i, p] at a[p·lda + i], rounding as kernel does.
+type skinnyT16Kernel func(kc int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int, acc bool)
 
 // thinKernel computes thinRows rows of C = A·B for a product with few k steps (K at most
 // thinMaxK: a LoRA up-projection, (x·A)·B, or its input gradient), reading the rows of an
@@ -653,27 +660,39 @@ func (w *worker) skinnyTile(i0, mt, j0, nt int) {
 		kb := min(w.kc, w.k-pc)
 		acc := w.acc || pc > 0
 		packB(w.bufB, w.b, w.ldb, w.tb, pc, kb, j0, nt)
-		for ir := 0; ir < full; ir += skinnyRows {
-			var a []float32
-			if w.ta {
-				a = w.a[pc*w.lda+i0+ir:]
-			} else {
-				a = w.a[(i0+ir)*w.lda+pc:]
+		for ir := 0; ir < full; {
+			rows := skinnyRows
+			if w.ta && w.skinnyT16 != nil && ir+2*skinnyRows <= full {
+				rows = 2 * skinnyRows
 			}
 			for jc := 0; jc < nt; jc += skinnyCols {
-				off := (i0+ir)*w.ldc + j0 + jc
-				if jc+skinnyCols <= nt {
-					w.skinny(w.ta, kb, a, w.lda, w.bufB[jc:], nr, w.c[off:], w.ldc, acc)
-					continue
-				}
-				// Edge columns: the same kernel into a scratch tile (the panel is
-				// zero past nt), then the same c + Σ into C.
-				nn := nt - jc
-				w.skinny(w.ta, kb, a, w.lda, w.bufB[jc:], nr, tmp[:], skinnyCols, false)
-				for i := range skinnyRows {
-					addInto(w.c[off+i*w.ldc:][:nn], tmp[i*skinnyCols:i*skinnyCols+nn], acc)
+				for h := 0; h < rows; h += skinnyRows {
+					var a []float32
+					if w.ta {
+						a = w.a[pc*w.lda+i0+ir+h:]
+					} else {
+						a = w.a[(i0+ir+h)*w.lda+pc:]
+					}
+					off := (i0+ir+h)*w.ldc + j0 + jc
+					if jc+skinnyCols <= nt {
+						if rows > skinnyRows {
+							// Both halves at once.
+							w.skinnyT16(kb, a, w.lda, w.bufB[jc:], nr, w.c[off:], w.ldc, acc)
+							break
+						}
+						w.skinny(w.ta, kb, a, w.lda, w.bufB[jc:], nr, w.c[off:], w.ldc, acc)
+						continue
+					}
+					// Edge columns: the same kernel into a scratch tile (the panel is
+					// zero past nt), then the same c + Σ into C.
+					nn := nt - jc
+					w.skinny(w.ta, kb, a, w.lda, w.bufB[jc:], nr, tmp[:], skinnyCols, false)
+					for i := range skinnyRows {
+						addInto(w.c[off+i*w.ldc:][:nn], tmp[i*skinnyCols:i*skinnyCols+nn], acc)
+					}
 				}
 			}
+			ir += rows
 		}
 		if full < mt {
 			packA(w.bufA, w.a, w.lda, w.ta, i0+full, mt-full, pc, kb)
