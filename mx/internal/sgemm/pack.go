@@ -138,15 +138,14 @@ func packBRows(dst, b []float32, ldb, pc, kb, j0, nt int) {
 			}
 			for jr := 0; jr < full; jr += nr {
 				dp := unsafe.Pointer(&dst[jr*kb])
-				sp := unsafe.Add(src, uintptr(4*jr)+uintptr(p0)*st)
 				for p := p0; p < p1; p++ {
 					// Eight 8-byte words per panel row: a 64-byte array assignment
 					// compiles to a memmove call, whose overhead is most of the cost at
-					// this size.
-					s := (*[8]uint64)(sp)
+					// this size. (Each row's address is formed afresh: a pointer stepped
+					// past the last row would point outside b.)
+					s := (*[8]uint64)(unsafe.Add(src, uintptr(4*jr)+uintptr(p)*st))
 					d := (*[8]uint64)(unsafe.Add(dp, 4*p*nr))
 					d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7] = s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7]
-					sp = unsafe.Add(sp, st)
 				}
 			}
 		}
