@@ -1,6 +1,7 @@
 //go:build amd64 && !purego
 
 #include "textflag.h"
+#include "rows_amd64.h"
 
 // ZSTEP is one k step of the 12×16 tile: load the B row (16 floats, one ZMM) and
 // fuse-multiply-add each of the twelve A values, broadcast straight from memory, into
@@ -20,17 +21,6 @@
 	VFMADD231PS.BCST off+12(R10), Z12, Z9; \
 	VFMADD231PS.BCST off+16(R10), Z12, Z10; \
 	VFMADD231PS.BCST off+20(R10), Z12, Z11
-
-// ZADDROW adds row register r into C at DX (c + Σ), stores it and moves DX on a row.
-#define ZADDROW(r) \
-	VADDPS  (DX), r, r; \
-	VMOVUPS r, (DX);    \
-	ADDQ    R9, DX
-
-// ZSETROW stores row register r into C at DX and moves DX on a row.
-#define ZSETROW(r) \
-	VMOVUPS r, (DX); \
-	ADDQ    R9, DX
 
 // func kern12x16(kc int, a0, a1, b *float32, ldb int, c *float32, ldc int, acc bool)
 //
@@ -93,34 +83,34 @@ zloop1:
 zstore:
 	CMPB acc+56(FP), $0
 	JEQ  zoverwrite
-	ZADDROW(Z0)
-	ZADDROW(Z1)
-	ZADDROW(Z2)
-	ZADDROW(Z3)
-	ZADDROW(Z4)
-	ZADDROW(Z5)
-	ZADDROW(Z6)
-	ZADDROW(Z7)
-	ZADDROW(Z8)
-	ZADDROW(Z9)
-	ZADDROW(Z10)
-	ZADDROW(Z11)
+	CROWADD(Z0, DX, R9)
+	CROWADD(Z1, DX, R9)
+	CROWADD(Z2, DX, R9)
+	CROWADD(Z3, DX, R9)
+	CROWADD(Z4, DX, R9)
+	CROWADD(Z5, DX, R9)
+	CROWADD(Z6, DX, R9)
+	CROWADD(Z7, DX, R9)
+	CROWADD(Z8, DX, R9)
+	CROWADD(Z9, DX, R9)
+	CROWADD(Z10, DX, R9)
+	CROWADD(Z11, DX, R9)
 	VZEROUPPER
 	RET
 
 zoverwrite:
-	ZSETROW(Z0)
-	ZSETROW(Z1)
-	ZSETROW(Z2)
-	ZSETROW(Z3)
-	ZSETROW(Z4)
-	ZSETROW(Z5)
-	ZSETROW(Z6)
-	ZSETROW(Z7)
-	ZSETROW(Z8)
-	ZSETROW(Z9)
-	ZSETROW(Z10)
-	ZSETROW(Z11)
+	CROWSET(Z0, DX, R9)
+	CROWSET(Z1, DX, R9)
+	CROWSET(Z2, DX, R9)
+	CROWSET(Z3, DX, R9)
+	CROWSET(Z4, DX, R9)
+	CROWSET(Z5, DX, R9)
+	CROWSET(Z6, DX, R9)
+	CROWSET(Z7, DX, R9)
+	CROWSET(Z8, DX, R9)
+	CROWSET(Z9, DX, R9)
+	CROWSET(Z10, DX, R9)
+	CROWSET(Z11, DX, R9)
 	VZEROUPPER
 	RET
 
@@ -183,21 +173,21 @@ z6loop1:
 z6store:
 	CMPB acc+48(FP), $0
 	JEQ  z6overwrite
-	ZADDROW(Z0)
-	ZADDROW(Z1)
-	ZADDROW(Z2)
-	ZADDROW(Z3)
-	ZADDROW(Z4)
-	ZADDROW(Z5)
+	CROWADD(Z0, DX, R9)
+	CROWADD(Z1, DX, R9)
+	CROWADD(Z2, DX, R9)
+	CROWADD(Z3, DX, R9)
+	CROWADD(Z4, DX, R9)
+	CROWADD(Z5, DX, R9)
 	VZEROUPPER
 	RET
 
 z6overwrite:
-	ZSETROW(Z0)
-	ZSETROW(Z1)
-	ZSETROW(Z2)
-	ZSETROW(Z3)
-	ZSETROW(Z4)
-	ZSETROW(Z5)
+	CROWSET(Z0, DX, R9)
+	CROWSET(Z1, DX, R9)
+	CROWSET(Z2, DX, R9)
+	CROWSET(Z3, DX, R9)
+	CROWSET(Z4, DX, R9)
+	CROWSET(Z5, DX, R9)
 	VZEROUPPER
 	RET

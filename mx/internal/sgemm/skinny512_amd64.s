@@ -1,6 +1,7 @@
 //go:build amd64 && !purego
 
 #include "textflag.h"
+#include "rows_amd64.h"
 
 // ST16STEP is one k step of the 16×8 tile with a transposed A: Z8 holds the sixteen A
 // values of the step (rows 0..15, consecutive in memory), and each of the eight B values
@@ -16,44 +17,6 @@
 	VFMADD231PS.BCST 20(DI), Z8, Z5;  \
 	VFMADD231PS.BCST 24(DI), Z8, Z6;  \
 	VFMADD231PS.BCST 28(DI), Z8, Z7
-
-// TR8 transposes the 8×8 block of rows Y0..Y7 into Y8..Y15 (Y0..Y7 are overwritten).
-#define TR8 \
-	VUNPCKLPS  Y1, Y0, Y8;         \
-	VUNPCKHPS  Y1, Y0, Y9;         \
-	VUNPCKLPS  Y3, Y2, Y10;        \
-	VUNPCKHPS  Y3, Y2, Y11;        \
-	VUNPCKLPS  Y5, Y4, Y12;        \
-	VUNPCKHPS  Y5, Y4, Y13;        \
-	VUNPCKLPS  Y7, Y6, Y14;        \
-	VUNPCKHPS  Y7, Y6, Y15;        \
-	VSHUFPS    $0x44, Y10, Y8, Y0; \
-	VSHUFPS    $0xEE, Y10, Y8, Y1; \
-	VSHUFPS    $0x44, Y11, Y9, Y2; \
-	VSHUFPS    $0xEE, Y11, Y9, Y3; \
-	VSHUFPS    $0x44, Y14, Y12, Y4; \
-	VSHUFPS    $0xEE, Y14, Y12, Y5; \
-	VSHUFPS    $0x44, Y15, Y13, Y6; \
-	VSHUFPS    $0xEE, Y15, Y13, Y7; \
-	VPERM2F128 $0x20, Y4, Y0, Y8;  \
-	VPERM2F128 $0x20, Y5, Y1, Y9;  \
-	VPERM2F128 $0x20, Y6, Y2, Y10; \
-	VPERM2F128 $0x20, Y7, Y3, Y11; \
-	VPERM2F128 $0x31, Y4, Y0, Y12; \
-	VPERM2F128 $0x31, Y5, Y1, Y13; \
-	VPERM2F128 $0x31, Y6, Y2, Y14; \
-	VPERM2F128 $0x31, Y7, Y3, Y15
-
-// ROWADD and ROWSET store row register r into C at DX (adding C there first for ROWADD)
-// and move DX on a row.
-#define ROWADD(r) \
-	VADDPS  (DX), r, r; \
-	VMOVUPS r, (DX);    \
-	ADDQ    R9, DX
-
-#define ROWSET(r) \
-	VMOVUPS r, (DX); \
-	ADDQ    R9, DX
 
 // func skinnyT16(kc int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, acc bool)
 //
@@ -98,17 +61,30 @@ t16loop:
 	VEXTRACTF32X8 $1, Z5, Y21
 	VEXTRACTF32X8 $1, Z6, Y22
 	VEXTRACTF32X8 $1, Z7, Y23
-	TR8
+	TRANSPOSE8
 	CMPB acc+56(FP), $0
-	JEQ  t16set
-	ROWADD(Y8)
-	ROWADD(Y9)
-	ROWADD(Y10)
-	ROWADD(Y11)
-	ROWADD(Y12)
-	ROWADD(Y13)
-	ROWADD(Y14)
-	ROWADD(Y15)
+	JEQ  t16set1
+	CROWADD(Y8, DX, R9)
+	CROWADD(Y9, DX, R9)
+	CROWADD(Y10, DX, R9)
+	CROWADD(Y11, DX, R9)
+	CROWADD(Y12, DX, R9)
+	CROWADD(Y13, DX, R9)
+	CROWADD(Y14, DX, R9)
+	CROWADD(Y15, DX, R9)
+	JMP  t16half2
+
+t16set1:
+	CROWSET(Y8, DX, R9)
+	CROWSET(Y9, DX, R9)
+	CROWSET(Y10, DX, R9)
+	CROWSET(Y11, DX, R9)
+	CROWSET(Y12, DX, R9)
+	CROWSET(Y13, DX, R9)
+	CROWSET(Y14, DX, R9)
+	CROWSET(Y15, DX, R9)
+
+t16half2:
 	VMOVAPS Y16, Y0
 	VMOVAPS Y17, Y1
 	VMOVAPS Y18, Y2
@@ -117,43 +93,28 @@ t16loop:
 	VMOVAPS Y21, Y5
 	VMOVAPS Y22, Y6
 	VMOVAPS Y23, Y7
-	TR8
-	ROWADD(Y8)
-	ROWADD(Y9)
-	ROWADD(Y10)
-	ROWADD(Y11)
-	ROWADD(Y12)
-	ROWADD(Y13)
-	ROWADD(Y14)
-	ROWADD(Y15)
+	TRANSPOSE8
+	CMPB acc+56(FP), $0
+	JEQ  t16set2
+	CROWADD(Y8, DX, R9)
+	CROWADD(Y9, DX, R9)
+	CROWADD(Y10, DX, R9)
+	CROWADD(Y11, DX, R9)
+	CROWADD(Y12, DX, R9)
+	CROWADD(Y13, DX, R9)
+	CROWADD(Y14, DX, R9)
+	CROWADD(Y15, DX, R9)
 	VZEROUPPER
 	RET
 
-t16set:
-	ROWSET(Y8)
-	ROWSET(Y9)
-	ROWSET(Y10)
-	ROWSET(Y11)
-	ROWSET(Y12)
-	ROWSET(Y13)
-	ROWSET(Y14)
-	ROWSET(Y15)
-	VMOVAPS Y16, Y0
-	VMOVAPS Y17, Y1
-	VMOVAPS Y18, Y2
-	VMOVAPS Y19, Y3
-	VMOVAPS Y20, Y4
-	VMOVAPS Y21, Y5
-	VMOVAPS Y22, Y6
-	VMOVAPS Y23, Y7
-	TR8
-	ROWSET(Y8)
-	ROWSET(Y9)
-	ROWSET(Y10)
-	ROWSET(Y11)
-	ROWSET(Y12)
-	ROWSET(Y13)
-	ROWSET(Y14)
-	ROWSET(Y15)
+t16set2:
+	CROWSET(Y8, DX, R9)
+	CROWSET(Y9, DX, R9)
+	CROWSET(Y10, DX, R9)
+	CROWSET(Y11, DX, R9)
+	CROWSET(Y12, DX, R9)
+	CROWSET(Y13, DX, R9)
+	CROWSET(Y14, DX, R9)
+	CROWSET(Y15, DX, R9)
 	VZEROUPPER
 	RET

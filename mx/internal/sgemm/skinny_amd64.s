@@ -1,6 +1,7 @@
 //go:build amd64 && !purego
 
 #include "textflag.h"
+#include "rows_amd64.h"
 
 // SKSTEP is one k step of the 8×8 skinny tile: Y8 holds the B row, each of the eight A
 // values is broadcast and fused-multiply-added into its row's accumulator Y0..Y7.
@@ -23,17 +24,6 @@
 	VBROADCASTSS a7, Y9;        \
 	VFMADD231PS  Y8, Y9, Y7
 
-// SKROWADD adds row register r into C at DX (c + Σ), stores it and moves DX on a row.
-#define SKROWADD(r) \
-	VADDPS  (DX), r, r; \
-	VMOVUPS r, (DX);    \
-	ADDQ    R9, DX
-
-// SKROWSET stores row register r into C at DX and moves DX on a row.
-#define SKROWSET(r) \
-	VMOVUPS r, (DX); \
-	ADDQ    R9, DX
-
 #define SKZERO \
 	VXORPS Y0, Y0, Y0; \
 	VXORPS Y1, Y1, Y1; \
@@ -45,28 +35,28 @@
 	VXORPS Y7, Y7, Y7
 
 #define SKSTORE(label) \
-	CMPB acc+56(FP), $0; \
-	JEQ  label;          \
-	SKROWADD(Y0);        \
-	SKROWADD(Y1);        \
-	SKROWADD(Y2);        \
-	SKROWADD(Y3);        \
-	SKROWADD(Y4);        \
-	SKROWADD(Y5);        \
-	SKROWADD(Y6);        \
-	SKROWADD(Y7);        \
-	VZEROUPPER;          \
-	RET;                 \
-label:;                  \
-	SKROWSET(Y0);        \
-	SKROWSET(Y1);        \
-	SKROWSET(Y2);        \
-	SKROWSET(Y3);        \
-	SKROWSET(Y4);        \
-	SKROWSET(Y5);        \
-	SKROWSET(Y6);        \
-	SKROWSET(Y7);        \
-	VZEROUPPER;          \
+	CMPB acc+56(FP), $0;    \
+	JEQ  label;             \
+	CROWADD(Y0, DX, R9);    \
+	CROWADD(Y1, DX, R9);    \
+	CROWADD(Y2, DX, R9);    \
+	CROWADD(Y3, DX, R9);    \
+	CROWADD(Y4, DX, R9);    \
+	CROWADD(Y5, DX, R9);    \
+	CROWADD(Y6, DX, R9);    \
+	CROWADD(Y7, DX, R9);    \
+	VZEROUPPER;             \
+	RET;                    \
+label:;                 \
+	CROWSET(Y0, DX, R9);    \
+	CROWSET(Y1, DX, R9);    \
+	CROWSET(Y2, DX, R9);    \
+	CROWSET(Y3, DX, R9);    \
+	CROWSET(Y4, DX, R9);    \
+	CROWSET(Y5, DX, R9);    \
+	CROWSET(Y6, DX, R9);    \
+	CROWSET(Y7, DX, R9);    \
+	VZEROUPPER;             \
 	RET
 
 // func skinnyN(kc int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, acc bool)

@@ -1,17 +1,7 @@
 //go:build amd64 && !purego
 
 #include "textflag.h"
-
-// THINADD adds row register r into C at AX (c + Σ), stores it and moves AX on a row.
-#define THINADD(r) \
-	VADDPS  (AX), r, r; \
-	VMOVUPS r, (AX);    \
-	ADDQ    R10, AX
-
-// THINSET stores row register r into C at AX and moves AX on a row.
-#define THINSET(r) \
-	VMOVUPS r, (AX); \
-	ADDQ    R10, AX
+#include "rows_amd64.h"
 
 // func thin8x16(k int, a *float32, lda int, b *float32, chunks int, c *float32, ldc int, acc bool)
 //
@@ -66,25 +56,25 @@ tstep:
 	MOVQ DX, AX
 	CMPB acc+56(FP), $0
 	JEQ  tset
-	THINADD(Z0)
-	THINADD(Z1)
-	THINADD(Z2)
-	THINADD(Z3)
-	THINADD(Z4)
-	THINADD(Z5)
-	THINADD(Z6)
-	THINADD(Z7)
+	CROWADD(Z0, AX, R10)
+	CROWADD(Z1, AX, R10)
+	CROWADD(Z2, AX, R10)
+	CROWADD(Z3, AX, R10)
+	CROWADD(Z4, AX, R10)
+	CROWADD(Z5, AX, R10)
+	CROWADD(Z6, AX, R10)
+	CROWADD(Z7, AX, R10)
 	JMP  tnext
 
 tset:
-	THINSET(Z0)
-	THINSET(Z1)
-	THINSET(Z2)
-	THINSET(Z3)
-	THINSET(Z4)
-	THINSET(Z5)
-	THINSET(Z6)
-	THINSET(Z7)
+	CROWSET(Z0, AX, R10)
+	CROWSET(Z1, AX, R10)
+	CROWSET(Z2, AX, R10)
+	CROWSET(Z3, AX, R10)
+	CROWSET(Z4, AX, R10)
+	CROWSET(Z5, AX, R10)
+	CROWSET(Z6, AX, R10)
+	CROWSET(Z7, AX, R10)
 
 tnext:
 	ADDQ $64, DX

@@ -1,12 +1,13 @@
 //go:build amd64 && !purego
 
 #include "textflag.h"
+#include "rows_amd64.h"
 
 // func transpose8RunAVX(src *float32, ld int, dst *float32, ldd int, n int)
 // dst[q·ldd + i] = src[i·ld + q] (i, q < 8) on n consecutive 8×8 blocks along src's rows:
 // block b reads 8 values of each row from src + 8b and writes its 8 columns from
 // dst + 8b·ldd — one block (Transpose8), or a transposed operand's k-block in one call.
-// Rows are interleaved in pairs, then quads, then the 128-bit lanes exchanged.
+// TRANSPOSE8 (rows_amd64.h) transposes each block in registers.
 TEXT ·transpose8RunAVX(SB), NOSPLIT, $0-40
 	MOVQ src+0(FP), R10
 	MOVQ ld+8(FP), AX
@@ -30,30 +31,7 @@ t8run:
 	LEAQ    (SI)(AX*2), SI
 	VMOVUPS (SI), Y6
 	VMOVUPS (SI)(AX*1), Y7
-	VUNPCKLPS Y1, Y0, Y8
-	VUNPCKHPS Y1, Y0, Y9
-	VUNPCKLPS Y3, Y2, Y10
-	VUNPCKHPS Y3, Y2, Y11
-	VUNPCKLPS Y5, Y4, Y12
-	VUNPCKHPS Y5, Y4, Y13
-	VUNPCKLPS Y7, Y6, Y14
-	VUNPCKHPS Y7, Y6, Y15
-	VSHUFPS $0x44, Y10, Y8, Y0
-	VSHUFPS $0xEE, Y10, Y8, Y1
-	VSHUFPS $0x44, Y11, Y9, Y2
-	VSHUFPS $0xEE, Y11, Y9, Y3
-	VSHUFPS $0x44, Y14, Y12, Y4
-	VSHUFPS $0xEE, Y14, Y12, Y5
-	VSHUFPS $0x44, Y15, Y13, Y6
-	VSHUFPS $0xEE, Y15, Y13, Y7
-	VPERM2F128 $0x20, Y4, Y0, Y8
-	VPERM2F128 $0x20, Y5, Y1, Y9
-	VPERM2F128 $0x20, Y6, Y2, Y10
-	VPERM2F128 $0x20, Y7, Y3, Y11
-	VPERM2F128 $0x31, Y4, Y0, Y12
-	VPERM2F128 $0x31, Y5, Y1, Y13
-	VPERM2F128 $0x31, Y6, Y2, Y14
-	VPERM2F128 $0x31, Y7, Y3, Y15
+	TRANSPOSE8
 	VMOVUPS Y8, (DI)
 	VMOVUPS Y9, (DI)(BX*1)
 	LEAQ    (DI)(BX*2), DI
