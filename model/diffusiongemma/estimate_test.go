@@ -142,8 +142,9 @@ func oneLayer(t *testing.T) *dg.Config {
 //
 // Only what VJPs read (RetainNeeded): input norm 128; q: x·A 16, output 256, RoPE 256; k:
 // x·A 16, output 64, RoPE 64; transposed v 64; the log-sum-exps (64 B) and probabilities
-// 16; the attention output transposed back 256; o: x·A 16, output 128; h_mid 128, u 128; gate and up: 2·(16 + 256);
-// GeGLU 256; down: 16 + 128; router indices, softmax, per-expert scales and weights 4·4;
+// 16; the attention output transposed back 256; o: x·A 16, output 128; h_mid 128, u 128;
+// gate and up: 2·(16 + 256); GeGLU 256; down: 16 + 128; router indices, softmax,
+// per-expert scales and weights 4·4;
 // experts: permutations 12, gate_up 256, outputs sorted 256, their weighted sum 128; h1+h2 128,
 // layer out 128 → 3404 elements (13616 B) + 64 B; logits and tanh 2048 (8192 B); backward
 // 3072 (12288 B) → 34160 bytes.

@@ -132,10 +132,7 @@ type kernel func(kc int, a, b []float32, ldb int, c []float32, ldc int, acc bool
 // too short.
 func Gemm(ta, tb Trans, m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int, accumulate bool) {
 	p := problem{ta: ta, tb: tb, m: m, n: n, k: k, a: a, lda: lda, b: b, ldb: ldb, c: c, ldc: ldc, acc: accumulate}
-	if err := p.check(); err != nil {
-		panic(err.Error())
-	}
-	p.run(defaultKernels(), runtime.GOMAXPROCS(0))
+	p.mustRun(runtime.GOMAXPROCS(0))
 }
 
 // Epilogue finishes a block of C — rows i0..i1−1, columns j0..j1−1 — right after the
@@ -149,10 +146,7 @@ type Epilogue func(i0, i1, j0, j1 int)
 // is finished. It rounds exactly as Gemm does.
 func GemmThen(ta, tb Trans, m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int, then Epilogue) {
 	p := problem{ta: ta, tb: tb, m: m, n: n, k: k, a: a, lda: lda, b: b, ldb: ldb, c: c, ldc: ldc, then: then}
-	if err := p.check(); err != nil {
-		panic(err.Error())
-	}
-	p.run(defaultKernels(), runtime.GOMAXPROCS(0))
+	p.mustRun(runtime.GOMAXPROCS(0))
 }
 
 // problem is one validated Gemm call.
@@ -199,10 +193,7 @@ func GemmPacked(ta Trans, m, n, k int, a []float32, lda int, pack PackFunc, c []
 		panic("sgemm: GemmPacked without a pack function")
 	}
 	p := problem{ta: ta, m: m, n: n, k: k, a: a, lda: lda, c: c, ldc: ldc, acc: accumulate, pack: pack}
-	if err := p.check(); err != nil {
-		panic(err.Error())
-	}
-	p.run(defaultKernels(), runtime.GOMAXPROCS(0))
+	p.mustRun(runtime.GOMAXPROCS(0))
 }
 
 // GemmPackedThen is GemmPacked (without accumulation) followed by then on every block
@@ -212,10 +203,7 @@ func GemmPackedThen(ta Trans, m, n, k int, a []float32, lda int, pack PackFunc, 
 		panic("sgemm: GemmPackedThen without a pack function")
 	}
 	p := problem{ta: ta, m: m, n: n, k: k, a: a, lda: lda, c: c, ldc: ldc, pack: pack, then: then}
-	if err := p.check(); err != nil {
-		panic(err.Error())
-	}
-	p.run(defaultKernels(), runtime.GOMAXPROCS(0))
+	p.mustRun(runtime.GOMAXPROCS(0))
 }
 
 // GemmOnCaller is Gemm computed entirely on the calling goroutine: the product an
@@ -224,10 +212,7 @@ func GemmPackedThen(ta Trans, m, n, k int, a []float32, lda int, pack PackFunc, 
 // own. It rounds exactly as Gemm does.
 func GemmOnCaller(ta, tb Trans, m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int, accumulate bool) {
 	p := problem{ta: ta, tb: tb, m: m, n: n, k: k, a: a, lda: lda, b: b, ldb: ldb, c: c, ldc: ldc, acc: accumulate}
-	if err := p.check(); err != nil {
-		panic(err.Error())
-	}
-	p.run(defaultKernels(), 1)
+	p.mustRun(1)
 }
 
 func (p *problem) check() error {
@@ -260,6 +245,15 @@ func checkOperand(name string, s []float32, ld, rows, cols int, t Trans) error {
 		return fmt.Errorf("sgemm: %s has %d values, need %d for %d×%d with stride %d", name, len(s), need, rows, cols, ld)
 	}
 	return nil
+}
+
+// mustRun checks the problem of a public entry point — panicking, naming the operand, on a
+// bad one — and computes it with the default kernels on at most workers goroutines.
+func (p *problem) mustRun(workers int) {
+	if err := p.check(); err != nil {
+		panic(err.Error())
+	}
+	p.run(defaultKernels(), workers)
 }
 
 // run computes a checked problem with ks on at most workers goroutines.
@@ -444,6 +438,17 @@ func packThinB(plans []plan) {
 	}
 }
 
+// releaseShared returns the plans' shared packed operands (packedA, thinB) to their pool.
+func releaseShared(plans []plan) {
+	for i := range plans {
+		for _, buf := range []*[]float32{plans[i].packedA, plans[i].thinB} {
+			if buf != nil {
+				sharedAPool.Put(buf)
+			}
+		}
+	}
+}
+
 // runBatch computes checked problems with ks on at most workers goroutines. Each tile of
 // each problem is one task; every goroutine is meant to get about two tasks' worth of
 // work, so a problem gets tiles in proportion to its share of the multiply-adds.
@@ -492,22 +497,9 @@ func runBatch(ps []*problem, ks kernels, workers int) {
 	tasks := first[len(plans)]
 	workers = max(1, min(workers, tasks))
 	packThinB(plans)
-	defer func() {
-		for i := range plans {
-			if plans[i].thinB != nil {
-				sharedAPool.Put(plans[i].thinB)
-			}
-		}
-	}()
+	defer releaseShared(plans)
 	if workers > 1 {
 		shareA(plans, workers)
-		defer func() {
-			for i := range plans {
-				if plans[i].packedA != nil {
-					sharedAPool.Put(plans[i].packedA)
-				}
-			}
-		}()
 	}
 	var next atomic.Int64
 	work := func() {
