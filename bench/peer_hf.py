@@ -46,36 +46,46 @@ def text_config_dict(cfg):
     return {k: t[k] for k in keep if k in t}
 
 
-def build(model_dir, experts_impl):
+def build(model_dir, experts_impl, attn_impl="eager", device="cpu", dtype=torch.float32):
     from transformers import DiffusionGemmaConfig, DiffusionGemmaForBlockDiffusion
-    cfg = json.load(open(os.path.join(model_dir, "config.json")))
+    path = model_dir if model_dir.endswith(".json") else os.path.join(model_dir, "config.json")
+    cfg = json.load(open(path))
     kw = dict(text_config=text_config_dict(cfg), canvas_length=cfg.get("canvas_length", 256),
               tie_word_embeddings=True)
     for k in ("boi_token_id", "eoi_token_id", "image_token_id"):
         if k in cfg:
             kw[k] = cfg[k]
     config = DiffusionGemmaConfig(**kw)
-    config._attn_implementation = "eager"
-    config.text_config._attn_implementation = "eager"
+    config._attn_implementation = attn_impl
+    config.text_config._attn_implementation = attn_impl
     if experts_impl:
         config._experts_implementation = experts_impl
         config.text_config._experts_implementation = experts_impl
+    # The weights are made where they run, in their dtype: a 26B model initialised on the CPU in
+    # float32 would take minutes and 100 GB before moving.
+    prev = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
     try:
-        model = DiffusionGemmaForBlockDiffusion(config)
+        with torch.device(device):
+            model = DiffusionGemmaForBlockDiffusion(config)
     except Exception as err:  # a release that always builds the vision tower
         from transformers import Gemma4VisionConfig
         print(f"peer_hf: no vision tower failed ({err!r}); using a 1-layer vision tower", file=sys.stderr)
         kw["vision_config"] = Gemma4VisionConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=1,
                                                  num_attention_heads=2, num_key_value_heads=2, head_dim=16)
         config = DiffusionGemmaConfig(**kw)
-        config._attn_implementation = "eager"
-        model = DiffusionGemmaForBlockDiffusion(config)
-    return model.float(), config
+        config._attn_implementation = attn_impl
+        with torch.device(device):
+            model = DiffusionGemmaForBlockDiffusion(config)
+    finally:
+        torch.set_default_dtype(prev)
+    return model.to(device=device, dtype=dtype), config
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--model", required=True, help="probe mkmodel checkpoint directory (only config.json is read)")
+    ap.add_argument("--model", required=True,
+                    help="probe mkmodel checkpoint directory (only config.json is read), or a config.json file")
     ap.add_argument("--prompt-len", type=int, default=64)
     ap.add_argument("--canvas-len", type=int, default=64)
     ap.add_argument("--steps", type=int, default=3)
@@ -83,6 +93,10 @@ def main():
     ap.add_argument("--rank", type=int, default=8)
     ap.add_argument("--scale", type=float, default=8.0, help="LoRA scale; lora_alpha = scale·rank")
     ap.add_argument("--experts-implementation", default="", help="eager, batched_mm or grouped_mm (default: transformers')")
+    ap.add_argument("--attn-implementation", default="eager", help="eager or sdpa")
+    ap.add_argument("--device", default="cpu", help="cpu or cuda")
+    ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"],
+                    help="base weights and activations (PEFT keeps LoRA weights in float32: autocast_adapter_dtype)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
@@ -91,7 +105,9 @@ def main():
     import peft
     import transformers
     from peft import LoraConfig, get_peft_model
-    model, config = build(args.model, args.experts_implementation)
+    dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16}[args.dtype]
+    cuda = args.device.startswith("cuda")
+    model, config = build(args.model, args.experts_implementation, args.attn_implementation, args.device, dtype)
     lcfg = LoraConfig(r=args.rank, lora_alpha=args.scale * args.rank, lora_dropout=0.0, bias="none",
                       target_modules=LORA_RE, task_type=None)
     model = get_peft_model(model, lcfg)
@@ -102,16 +118,16 @@ def main():
     opt = torch.optim.AdamW(params, lr=1e-4, weight_decay=0.0)
     vocab = config.text_config.vocab_size
 
-    gen = torch.Generator().manual_seed(2)
-    prompt = torch.randint(0, vocab, (1, args.prompt_len), generator=gen)
-    target = torch.randint(0, vocab, (1, args.canvas_len), generator=gen)
+    gen = torch.Generator(device=args.device).manual_seed(2)
+    prompt = torch.randint(0, vocab, (1, args.prompt_len), generator=gen, device=args.device)
+    target = torch.randint(0, vocab, (1, args.canvas_len), generator=gen, device=args.device)
 
     def step():
-        t = 0.4 + 0.4 * torch.rand((), generator=gen)
-        mask = torch.rand(target.shape, generator=gen) < t
+        t = 0.4 + 0.4 * torch.rand((), generator=gen, device=args.device)
+        mask = torch.rand(target.shape, generator=gen, device=args.device) < t
         if not mask.any():
             mask[..., 0] = True
-        canvas = torch.where(mask, torch.randint(0, vocab, target.shape, generator=gen), target)
+        canvas = torch.where(mask, torch.randint(0, vocab, target.shape, generator=gen, device=args.device), target)
         out = model(input_ids=prompt, decoder_input_ids=canvas)
         loss = F.cross_entropy(out.logits.float()[mask], target[mask])
         opt.zero_grad(set_to_none=True)
@@ -120,9 +136,14 @@ def main():
         return float(loss)
 
     step()  # warm-up
+    if cuda:
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
     r0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
     for _ in range(args.steps):
         step()
+    if cuda:
+        torch.cuda.synchronize()  # float(loss) already waited for the last step; this is belt and braces
     el = time.perf_counter() - t0
     r1 = resource.getrusage(resource.RUSAGE_SELF)
     cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
@@ -135,9 +156,13 @@ def main():
         "backend": "transformers+peft",
         "prompt_len": args.prompt_len, "canvas_len": args.canvas_len, "steps": args.steps, "rank": args.rank,
         "threads": args.threads, "cpu_ms_per_step": 1000 * cpu / args.steps,
-        "adapted_linears": n_adapted, "experts_implementation": impl, "attn_implementation": "eager",
+        "adapted_linears": n_adapted, "experts_implementation": impl,
+        "attn_implementation": args.attn_implementation, "device": args.device, "dtype": args.dtype,
         "torch": torch.__version__, "transformers": transformers.__version__, "peft": peft.__version__,
     }
+    if cuda:
+        res["peak_gpu_bytes"] = torch.cuda.max_memory_allocated()  # timed steps only (reset after warm-up)
+        res["gpu"] = torch.cuda.get_device_name()
     if args.json:
         print(json.dumps(res))
     else:

@@ -6,7 +6,10 @@ type Config struct {
 	Model   string `mapstructure:"model" help:"checkpoint directory (config.json, *.safetensors, tokenizer.json)"`
 	Data    string `mapstructure:"data" help:"data directory with train/valid/test .jsonl or .parquet"`
 	Backend string `mapstructure:"backend" help:"array engine: auto, go or mlx"`
-	Seed    uint64 `mapstructure:"seed" help:"seed of every random draw (LoRA init, shuffling, noise)"`
+	// ComputeDType and MemoryLimitGB matter most on a GPU (README: GPU).
+	ComputeDType  string  `mapstructure:"compute_dtype" help:"dtype of the base's unquantized weights, quantization scales and activations: float32, or bfloat16 (mlx engine; the adapter, optimizer state and loss stay float32)"`
+	MemoryLimitGB float64 `mapstructure:"memory_limit_gb" help:"the mlx engine's allocator limit in GiB (0 = 70% of a GPU's memory, at most 100; MLX's own on a CPU)"`
+	Seed          uint64  `mapstructure:"seed" help:"seed of every random draw (LoRA init, shuffling, noise)"`
 
 	FineTuneType   string         `mapstructure:"fine_tune_type" help:"lora, or full (all unquantized weights train)"`
 	NumLayers      int            `mapstructure:"num_layers" help:"adapt the last N layers (-1 = all)"`
@@ -119,6 +122,7 @@ type Eval struct {
 func Defaults() Config {
 	return Config{
 		Backend:        "auto",
+		ComputeDType:   "float32",
 		FineTuneType:   "lora",
 		NumLayers:      -1,
 		LoRAParameters: LoRAParameters{Rank: 8, Scale: 8, Dropout: 0, Encoder: "shared", Keys: []string{"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj", "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"}},

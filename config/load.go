@@ -259,6 +259,10 @@ func (c Config) Validate() error {
 		bad("%s %q: want one of %s", name, v, strings.Join(allowed, ", "))
 	}
 	oneOf("backend", c.Backend, "auto", "go", "mlx")
+	oneOf("compute_dtype", c.ComputeDType, "float32", "bfloat16")
+	if c.MemoryLimitGB < 0 {
+		bad("memory_limit_gb %g: must be 0 (the engine's default) or positive", c.MemoryLimitGB)
+	}
 	oneOf("fine_tune_type", c.FineTuneType, "lora", "full")
 	oneOf("optimizer", c.Optimizer, "adamw", "adam", "sgd")
 	oneOf("loss_positions", c.LossPositions, "corrupted", "all")

@@ -121,3 +121,16 @@ func TestTidyKeepsReturned(t *testing.T) {
 		b.Free() // freeing twice is harmless
 	})
 }
+
+func TestMemoryLimitWithoutAllocator(t *testing.T) {
+	e, err := mx.Open("go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := mx.SetMemoryLimit(e, 1<<30); ok || err != nil {
+		t.Fatalf("SetMemoryLimit on the go engine = %v, %v; want false, nil", ok, err)
+	}
+	if d, ok := mx.Device(e); ok || d.Kind != "cpu" {
+		t.Fatalf("Device(go) = %+v, %v; want cpu, false", d, ok)
+	}
+}

@@ -37,11 +37,12 @@ func Open(cfg config.Config) (*Session, error) {
 	if cfg.Model == "" {
 		return nil, fmt.Errorf("no model: set model in the config or pass --model")
 	}
-	e, err := mx.Open(cfg.Backend)
+	e, err := OpenEngine(cfg.Backend, cfg.ComputeDType, cfg.MemoryLimitGB)
 	if err != nil {
 		return nil, err
 	}
-	m, err := dg.Load(e, cfg.Model, dg.LoadOptions{})
+	dt, _ := ComputeDType(cfg.ComputeDType)
+	m, err := dg.Load(e, cfg.Model, dg.LoadOptions{DType: dt})
 	if err != nil {
 		return nil, err
 	}

@@ -33,10 +33,19 @@ type BenchResult struct {
 	GradCheckpoint  bool    `json:"grad_checkpoint"`
 	CPUMsPerStep    float64 `json:"cpu_ms_per_step"`
 	Threads         int     `json:"threads"`
+	ComputeDType    string  `json:"compute_dtype"`
+	// The engine's own allocator counters (mlx engine), over the whole run: the peak
+	// includes the weights and the warm-up step.
+	Device          string `json:"device,omitempty"`
+	EnginePeakBytes int64  `json:"engine_peak_bytes,omitempty"`
+	EngineActive    int64  `json:"engine_active_bytes,omitempty"`
+	EngineCache     int64  `json:"engine_cache_bytes,omitempty"`
+	MemoryLimit     int64  `json:"engine_memory_limit_bytes,omitempty"`
 }
 
 func benchCommand() *cobra.Command {
-	var modelDir, backend, cpuProfile string
+	var modelDir, backend, cpuProfile, computeDType string
+	var memoryLimitGB float64
 	var promptLen, canvasLen, steps, rank, warmup int
 	var asJSON, gradCheckpoint bool
 	cmd := &cobra.Command{
@@ -53,11 +62,12 @@ func benchCommand() *cobra.Command {
 			if warmup < 0 {
 				return fmt.Errorf("--warmup must be at least 0")
 			}
-			e, err := mx.Open(backend)
+			e, err := train.OpenEngine(backend, computeDType, memoryLimitGB)
 			if err != nil {
 				return err
 			}
-			m, err := dg.Load(e, modelDir, dg.LoadOptions{})
+			dt, _ := train.ComputeDType(computeDType)
+			m, err := dg.Load(e, modelDir, dg.LoadOptions{DType: dt})
 			if err != nil {
 				return err
 			}
@@ -128,6 +138,19 @@ func benchCommand() *cobra.Command {
 				PeakRSSBytes: train.PeakRSS(), TrainableParams: n, Backend: e.Name(),
 				PromptLen: promptLen, CanvasLen: canvasLen, Steps: steps, Rank: rank,
 				GradCheckpoint: gradCheckpoint, Threads: runtime.GOMAXPROCS(0), CPUMsPerStep: 1000 * cpu / float64(steps),
+				ComputeDType: dt.String(),
+			}
+			if d, ok := mx.Device(e); ok {
+				res.Device = d.Kind
+				if d.Name != "" {
+					res.Device += " (" + d.Name + ")"
+				}
+			}
+			if ms, ok := mx.Memory(e); ok {
+				res.EnginePeakBytes, res.EngineActive, res.EngineCache = ms.Peak, ms.Active, ms.Cache
+			}
+			if l, ok := e.(mx.MemoryLimiter); ok {
+				res.MemoryLimit, _ = l.MemoryLimit()
 			}
 			w := cmd.OutOrStdout()
 			if asJSON {
@@ -151,6 +174,8 @@ func benchCommand() *cobra.Command {
 	f.BoolVar(&asJSON, "json", false, "print one JSON object")
 	f.BoolVar(&gradCheckpoint, "grad-checkpoint", false, "recompute each layer in the backward pass (config grad_checkpoint)")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the timed steps to this file")
+	f.StringVar(&computeDType, "compute-dtype", "float32", "float32, or bfloat16 (mlx engine; config compute_dtype)")
+	f.Float64Var(&memoryLimitGB, "memory-limit-gb", 0, "mlx engine allocator limit in GiB (0 = the engine's default; config memory_limit_gb)")
 	return cmd
 }
 

@@ -134,7 +134,9 @@ import "C"
 
 import (
 	"fmt"
+	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -179,6 +181,10 @@ type array struct {
 	cleanup runtime.Cleanup
 }
 
+// cudaGraphCacheSize is the MLX_CUDA_GRAPH_CACHE_SIZE the engine sets when the user has
+// not: room for the graphs of many batch shapes (see newEngine).
+const cudaGraphCacheSize = 100000
+
 // open makes the engine once per process: MLX's error handler and default device are
 // process-wide.
 var open = sync.OnceValues(newEngine)
@@ -197,6 +203,14 @@ func init() {
 func Open() (*Engine, error) { return open() }
 
 func newEngine() (*Engine, error) {
+	// MLX-CUDA caches one CUDA graph per distinct graph shape and throws ("Cache thrashing
+	// is happening…") once it has missed its cache more than twice its capacity, counted
+	// over the whole process: a training run whose batches vary in length meets that
+	// after 800 shapes at MLX's default capacity of 400. MLX reads the variable when it
+	// first touches the GPU, so it is set here, before, unless the user set it.
+	if _, set := os.LookupEnv("MLX_CUDA_GRAPH_CACHE_SIZE"); !set {
+		os.Setenv("MLX_CUDA_GRAPH_CACHE_SIZE", strconv.Itoa(cudaGraphCacheSize))
+	}
 	C.mlxeng_install_handler()
 	e := &Engine{device: "cpu", home: make(chan func())}
 	var g C.int
@@ -209,6 +223,19 @@ func newEngine() (*Engine, error) {
 	}, started)
 	if err := <-started; err != nil {
 		return nil, fmt.Errorf("mlx: open engine: %w", err)
+	}
+	if e.device == "gpu" {
+		// MLX's own limit is 95 % of the card; start well inside it (callers may set
+		// another with mx.SetMemoryLimit).
+		d, err := e.DeviceInfo()
+		if err != nil {
+			return nil, fmt.Errorf("mlx: open engine: %w", err)
+		}
+		if d.TotalMemory > 0 {
+			if _, err := e.SetMemoryLimit(defaultMemoryLimit(d.TotalMemory)); err != nil {
+				return nil, fmt.Errorf("mlx: open engine: %w", err)
+			}
+		}
 	}
 	return e, nil
 }

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# gpu_run.sh — issue 24's measurements on the GPU machine, dgtune's mlx engine (MLX-CUDA) and its
+# peer transformers + PEFT (bench/peer_hf.py, bf16, sdpa and eager) on the same card in one call,
+# plus the go engine on the machine's 16 cores for scale.
+#
+#   bash bench/gpu_run.sh SCRATCH RESULTS
+#
+# Needs MLX with CUDA and mlx-c installed under /opt/mlx (not built here: see the README's GPU
+# section) and, in SCRATCH/bin, binaries built on a development machine:
+#   probe-mlx, train-mlx, eval-mlx   go build -tags mlx (against an MLX CPU build in /opt/mlx)
+#   probe-go                         CGO_ENABLED=0 go build
+#   mlxeng.test, dg.test             go test -c -tags mlx ./mx/mlxeng and ./model/diffusiongemma
+# and the checkpoints SCRATCH/{small,bench}-{4,0} and SCRATCH/real-4 (probe mkmodel; the real one
+# ~14 GB). Each item runs in its own process under its own timeout; RESULTS/<item>.txt holds its
+# command, output and "#rc=… seconds=…"; an item already done (rc 0) is skipped, so the script can
+# be re-run after an interruption. ITEMS picks groups (default: all but pack).
+set -u
+S=$1; R=$2; B=$S/bin
+mkdir -p "$R"
+T0=$(date +%s)
+ITEMS=${ITEMS:-"smoke parity demo bench real peer"}
+want() { case " $ITEMS " in *" $1 "*) return 0;; esac; return 1; }
+item() { # item NAME TIMEOUT CMD...
+  local n=$1 l=$2; shift 2
+  [ -f $R/$n.txt ] && grep -q '^#rc=0' $R/$n.txt && return 0
+  local t=$(date +%s.%N)
+  { echo "# $*"; timeout --kill-after=10 "$l" "$@" 2>&1; echo "#rc=$? seconds=$(python3 -c "import time;print(round(time.time()-$t,2))")"; } > $R/$n.txt
+  echo "[measure +$(( $(date +%s) - T0 ))s] $n: $(tail -1 $R/$n.txt) $(grep -h '^{' $R/$n.txt | tail -1 | cut -c1-220)"
+}
+if want smoke; then
+  item probe-help 60 $B/probe-mlx bench --help
+  item tiny-forward 120 $B/probe-mlx bench --model demo/base --prompt-len 16 --canvas-len 16 --steps 3 --backend mlx --json
+fi
+if want parity; then
+  ( cd mx/mlxeng && item parity-mlxeng-tf32off 300 env MLX_ENABLE_TF32=0 $B/mlxeng.test -test.count=1 -test.skip 'Distributed' )
+  ( cd mx/mlxeng && item parity-mlxeng-tf32on 300 $B/mlxeng.test -test.count=1 -test.skip 'Distributed' -test.run 'Parity|Grad' )
+  ( cd model/diffusiongemma && item parity-model-tf32off 300 env MLX_ENABLE_TF32=0 $B/dg.test -test.count=1 -test.run 'MLX' -test.v )
+  ( cd model/diffusiongemma && item parity-model-tf32on 300 $B/dg.test -test.count=1 -test.run 'MLX' -test.v )
+fi
+if want demo; then
+  item demo-train-mlx 400 $B/train-mlx --config configs/tiny.yaml --backend mlx --adapter-path /tmp/dgs/tiny-mlx --overwrite
+  item demo-eval-mlx 300 $B/eval-mlx --config configs/tiny.yaml --backend mlx --adapter /tmp/dgs/tiny-mlx
+fi
+if want bench; then
+  for p in small bench; do
+    case $p in small) g="64 64";; bench) g="128 256";; esac; read pl cl <<<"$g"
+    for b in 4 0; do
+      for dt in float32 bfloat16; do
+        item mlx-$p-bits$b-$dt 240 $B/probe-mlx bench --backend mlx --model $S/$p-$b --prompt-len $pl --canvas-len $cl --steps 10 --warmup 2 --compute-dtype $dt --json
+      done
+      item go16-$p-bits$b 240 env GOMAXPROCS=16 $B/probe-go bench --model $S/$p-$b --prompt-len $pl --canvas-len $cl --steps 3 --json
+    done
+  done
+fi
+if want real; then
+  for dt in bfloat16 float32; do
+    item mlx-real-128x256-$dt 420 $B/probe-mlx bench --backend mlx --model $S/real-4 --prompt-len 128 --canvas-len 256 --steps 5 --warmup 2 --compute-dtype $dt --json
+  done
+  item mlx-real-2048x256-bf16-ckpt 420 $B/probe-mlx bench --backend mlx --model $S/real-4 --prompt-len 2048 --canvas-len 256 --steps 3 --warmup 1 --compute-dtype bfloat16 --grad-checkpoint --json
+  item estimate-real-128x256 60 $B/probe-go estimate --model $S/real-4 --prompt-len 128 --canvas-len 256 --json
+  item estimate-real-2048x256-ckpt 60 $B/probe-go estimate --model $S/real-4 --prompt-len 2048 --canvas-len 256 --grad-checkpoint --json
+fi
+if want peer; then
+  for attn in sdpa eager; do
+    item peer-real-128x256-$attn 420 python3 bench/peer_hf.py --model ${REAL_CONFIG:-$S/real-4/config.json} --prompt-len 128 --canvas-len 256 --steps 5 --device cuda --dtype bfloat16 --attn-implementation $attn --json
+  done
+  for p in small bench; do
+    case $p in small) g="64 64";; bench) g="128 256";; esac; read pl cl <<<"$g"
+    for attn in sdpa eager; do
+      item peer-$p-$attn 300 python3 bench/peer_hf.py --model $S/$p-0 --prompt-len $pl --canvas-len $cl --steps 10 --device cuda --dtype bfloat16 --attn-implementation $attn --json
+    done
+  done
+fi
