@@ -62,8 +62,9 @@ func newCommand() *cobra.Command {
 	return cmd
 }
 
-// run checks everything the flags say before loading the model, then answers the prompt
-// or runs the chat.
+// run checks everything the flags say before loading the model, loads and checks the
+// model and adapter, and only then says what it took (so that a refusal is the one line on
+// stderr) and answers the prompt or runs the chat.
 func run(cmd *cobra.Command, fl flags) error {
 	if err := fl.settings.Validate(); err != nil {
 		return err
@@ -72,7 +73,6 @@ func run(cmd *cobra.Command, fl flags) error {
 	if err != nil {
 		return err
 	}
-	log := cmd.ErrOrStderr()
 	var trained generate.Trained
 	if fl.adapter != "" {
 		if _, err := os.Stat(fl.adapter); err != nil {
@@ -82,7 +82,7 @@ func run(cmd *cobra.Command, fl flags) error {
 			return err
 		}
 	}
-	model, err := modelDir(fl, trained, log)
+	model, source, notes, err := modelDir(fl, trained)
 	if err != nil {
 		return err
 	}
@@ -90,7 +90,7 @@ func run(cmd *cobra.Command, fl flags) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(log, "model %s, engine %s\n", model, mx.Describe(g.Model.Engine))
+	notes = append([]string{fmt.Sprintf("model %s%s, engine %s", model, source, mx.Describe(g.Model.Engine))}, notes...)
 	var adapter *generate.Trained
 	if fl.adapter != "" {
 		f, err := cli.LoadAdapter(g.Model.Engine, "--adapter", fl.adapter)
@@ -102,14 +102,18 @@ func run(cmd *cobra.Command, fl flags) error {
 		}
 		adapter = &trained
 	}
-	opt, notes, err := generate.Options(g.Model, g.Tokenizer, fl.settings, adapter)
+	opt, took, err := generate.Options(g.Model, g.Tokenizer, fl.settings, adapter)
 	if err != nil {
 		return err
 	}
-	for _, n := range notes {
-		fmt.Fprintf(log, "adapter %s: %s\n", fl.adapter, n)
+	for _, n := range took {
+		notes = append(notes, "adapter "+fl.adapter+": "+n)
 	}
 	g.Options, g.System = opt, fl.system
+	log := cmd.ErrOrStderr()
+	for _, n := range notes {
+		fmt.Fprintln(log, n)
+	}
 	fmt.Fprintf(log, "sampler %s, at most %d denoising steps per block, temp %g, seed %d, at most %d tokens\n",
 		opt.Sampler, opt.Steps, opt.Temperature, opt.Seed, opt.MaxTokens)
 	ctx, out := cmd.Context(), cmd.OutOrStdout()
@@ -164,26 +168,23 @@ func readPrompt(cmd *cobra.Command, fl flags) (string, error) {
 	return text, nil
 }
 
-// modelDir is --model, or the adapter's recorded base_model; a --model that is not the
-// recorded base (which exists here) is used, and said.
-func modelDir(fl flags, t generate.Trained, log io.Writer) (string, error) {
+// modelDir is --model, or the adapter's recorded base_model; it returns how to name the
+// model's source in the notes. A --model that is not the recorded base (where that exists
+// here) is used, and a note says so.
+func modelDir(fl flags, t generate.Trained) (dir, source string, notes []string, err error) {
 	if fl.model == "" {
 		if fl.adapter == "" || t.BaseModel == "" {
-			return "", errors.New("no model: pass --model DIR (or an --adapter whose adapter_config.json names its base_model)")
+			return "", "", nil, errors.New("no model: pass --model DIR (or an --adapter whose adapter_config.json names its base_model)")
 		}
 		dir, err := cli.ResolveBase(fl.adapter, t.BaseModel)
-		if err != nil {
-			return "", err
-		}
-		fmt.Fprintf(log, "adapter %s: its base_model %s\n", fl.adapter, dir)
-		return dir, nil
+		return dir, " (the adapter's base_model)", nil, err
 	}
 	if fl.adapter != "" && t.BaseModel != "" {
 		if base, err := cli.ResolveBase(fl.adapter, t.BaseModel); err == nil && !cli.SameDir(base, fl.model) {
-			fmt.Fprintf(log, "adapter %s: trained on base_model %s, not --model %s\n", fl.adapter, base, fl.model)
+			notes = []string{fmt.Sprintf("adapter %s: trained on base_model %s, not on --model %s", fl.adapter, base, fl.model)}
 		}
 	}
-	return fl.model, nil
+	return fl.model, "", notes, nil
 }
 
 // untilInterrupted runs work and returns its error; on SIGINT or SIGTERM (the context of
