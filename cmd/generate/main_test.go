@@ -18,6 +18,7 @@ import (
 	"github.com/dgtune/dgtune/internal/cli"
 	"github.com/dgtune/dgtune/lora"
 	dg "github.com/dgtune/dgtune/model/diffusiongemma"
+	"github.com/dgtune/dgtune/mx"
 	"github.com/dgtune/dgtune/mx/mxtest"
 	"github.com/dgtune/dgtune/tokenizer"
 	"github.com/dgtune/dgtune/train"
@@ -71,10 +72,16 @@ func demoAdapter(t *testing.T) (root, adapter string) {
 // runCmd runs the command in-process on the go engine with stdin.
 func runCmd(t *testing.T, stdin string, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
+	return runOn(t, "go", stdin, args...)
+}
+
+// runOn runs the command in-process on the named engine with stdin.
+func runOn(t *testing.T, backend, stdin string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
 	var out, errb bytes.Buffer
 	cmd := newCommand()
 	cmd.SetIn(strings.NewReader(stdin))
-	code = cli.Main(cmd, append(args, "--backend", "go"), &out, &errb)
+	code = cli.Main(cmd, append(args, "--backend", backend), &out, &errb)
 	return code, out.String(), errb.String()
 }
 
@@ -101,8 +108,9 @@ func readRows(t *testing.T, path string) []row {
 
 // TestDemoShiftAnswers: generate with the demo adapter answers every one of the demo's 64
 // shift test prompts with its reference (each letter replaced by the next: "shift: ddhc" →
-// "eead"), as the demo's eval scores it; the base alone, pretrained to copy, does not. It
-// takes the base model, the canvas (8) and eos_fill from the adapter and says so.
+// "eead"), as the demo's eval scores it, on every engine compiled in; the base alone,
+// pretrained to copy, does not. It takes the base model, the canvas (8) and eos_fill from
+// the adapter and says so.
 func TestDemoShiftAnswers(t *testing.T) {
 	root, adapter := demoAdapter(t)
 	rows := readRows(t, filepath.Join(root, "demo", "data", "shift", "test.jsonl"))
@@ -110,36 +118,44 @@ func TestDemoShiftAnswers(t *testing.T) {
 		t.Fatalf("%d test rows, want the demo's 64", len(rows))
 	}
 	base := filepath.Join(root, "demo", "base")
-	baseRight := 0
-	for i, r := range rows {
-		code, stdout, stderr := runCmd(t, "", "--adapter", adapter, "--prompt", r.Prompt)
-		if code != 0 || stdout != r.Completion+"\n" {
-			t.Errorf("generate --adapter --prompt %q: exit %d, stdout %q, want %q\n%s", r.Prompt, code, stdout, r.Completion+"\n", stderr)
-		}
-		if i == 0 {
-			want := []string{
-				"model " + base + " (the adapter's base_model), engine go",
-				"adapter " + adapter + ": blocks of 8 tokens, the max_canvas it was trained with (--canvas overrides)",
-				"adapter " + adapter + ": trained with eos_fill: an answer ends at its <turn|>",
-				"sampler confidence, at most 48 denoising steps per block, temp 0, seed 0, at most 256 tokens",
+	for _, engine := range mx.Engines() {
+		t.Run(engine, func(t *testing.T) {
+			baseRight := 0
+			for i, r := range rows {
+				code, stdout, stderr := runOn(t, engine, "", "--adapter", adapter, "--prompt", r.Prompt)
+				if code != 0 || stdout != r.Completion+"\n" {
+					t.Errorf("generate --adapter --prompt %q: exit %d, stdout %q, want %q\n%s", r.Prompt, code, stdout, r.Completion+"\n", stderr)
+				}
+				if i == 0 {
+					e, err := mx.Open(engine)
+					if err != nil {
+						t.Fatal(err)
+					}
+					want := []string{
+						"model " + base + " (the adapter's base_model), engine " + mx.Describe(e),
+						"adapter " + adapter + ": blocks of 8 tokens, the max_canvas it was trained with (--canvas overrides)",
+						"adapter " + adapter + ": trained with eos_fill: an answer ends at its <turn|>",
+						"sampler confidence, at most 48 denoising steps per block, temp 0, seed 0, at most 256 tokens",
+					}
+					lines := strings.Split(strings.TrimSuffix(stderr, "\n"), "\n")
+					if len(lines) != 5 || strings.Join(lines[:4], "\n") != strings.Join(want, "\n") ||
+						!strings.HasPrefix(lines[4], "4 tokens in 1 block, ") || !strings.Contains(lines[4], " tokens/s; prompt ") {
+						t.Errorf("stderr:\n%s\nwant:\n%s\n4 tokens in 1 block, … tokens/s; prompt … tokens", stderr, strings.Join(want, "\n"))
+					}
+				}
+				code, stdout, stderr = runOn(t, engine, "", "--model", base, "--prompt", r.Prompt)
+				if code != 0 {
+					t.Fatalf("generate --model demo/base: exit %d\n%s", code, stderr)
+				}
+				if stdout == r.Completion+"\n" {
+					baseRight++
+				}
 			}
-			lines := strings.Split(strings.TrimSuffix(stderr, "\n"), "\n")
-			if len(lines) != 5 || strings.Join(lines[:4], "\n") != strings.Join(want, "\n") ||
-				!strings.HasPrefix(lines[4], "4 tokens in 1 block, ") || !strings.Contains(lines[4], " tokens/s; prompt ") {
-				t.Errorf("stderr:\n%s\nwant:\n%s\n4 tokens in 1 block, … tokens/s; prompt … tokens", stderr, strings.Join(want, "\n"))
+			// The demo's eval scores the base about 0 exact match on shift.
+			if baseRight > len(rows)/10 {
+				t.Errorf("the base alone answers %d of %d shift prompts right, want about none", baseRight, len(rows))
 			}
-		}
-		code, stdout, stderr = runCmd(t, "", "--model", base, "--prompt", r.Prompt)
-		if code != 0 {
-			t.Fatalf("generate --model demo/base: exit %d\n%s", code, stderr)
-		}
-		if stdout == r.Completion+"\n" {
-			baseRight++
-		}
-	}
-	// The demo's eval scores the base about 0 exact match on shift.
-	if baseRight > len(rows)/10 {
-		t.Errorf("the base alone answers %d of %d shift prompts right, want about none", baseRight, len(rows))
+		})
 	}
 }
 
