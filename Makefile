@@ -6,13 +6,15 @@ GO ?= go
 test:
 	$(GO) test ./...
 
+# bin/train, bin/eval, bin/generate, bin/export, bin/probe
 build:
 	$(GO) build -o bin/ ./cmd/...
 
-# The embedded demo: LoRA-tune the committed tiny base on the shift task, then compare.
+# The embedded demo: LoRA-tune the committed tiny base on the shift task, compare, then try it.
 demo:
 	$(GO) run ./cmd/train --config configs/tiny.yaml
 	$(GO) run ./cmd/eval --config configs/tiny.yaml --adapter checkpoints/tiny-demo
+	$(GO) run ./cmd/generate --adapter checkpoints/tiny-demo --prompt "shift: ddhc"
 
 # Regenerate the demo's data sets (deterministic: same seed, same files).
 demo-data:

@@ -60,6 +60,20 @@ type GenerateOptions struct {
 	// OnStep, if set, is called after every decoder pass. It costs one device→host copy of a
 	// few canvas-sized arrays per pass.
 	OnStep func(StepInfo)
+	// OnBlock, if set, is called once per block with the tokens it emitted, as soon as the
+	// block is final: the seam for streaming text while later blocks are denoised.
+	OnBlock func(BlockInfo)
+	// Interrupt, if set, is polled before every block and every decoder pass; the first
+	// non-nil error it returns stops generation there (pass it a context's Err).
+	Interrupt func() error
+}
+
+// BlockInfo reports one finished block to GenerateOptions.OnBlock.
+type BlockInfo struct {
+	Block  int     // 0-based block index
+	Tokens []int32 // the tokens the block emitted (EOS and what follows it dropped); a fresh copy
+	Steps  int     // decoder passes the block took
+	Last   bool    // generation ends with this block (an EOS, or MaxTokens reached)
 }
 
 // StepInfo reports one decoder pass to GenerateOptions.OnStep. Slices are fresh copies.
@@ -205,7 +219,21 @@ func (m *Model) generate(prompt []int32, images []*imageproc.Image, opt Generate
 	}
 	g.keys = newKeySequence(g.e, opt.Seed)
 	defer func() { g.keys.state.Free() }()
-	return g.run(prompt), nil
+	return g.run(prompt)
+}
+
+// ErrInterrupted wraps the error of GenerateOptions.Interrupt when it stopped generation.
+var ErrInterrupted = errors.New("diffusiongemma: generation interrupted")
+
+// interrupted polls GenerateOptions.Interrupt.
+func (g *generator) interrupted() error {
+	if g.opt.Interrupt == nil {
+		return nil
+	}
+	if err := g.opt.Interrupt(); err != nil {
+		return fmt.Errorf("%w: %w", ErrInterrupted, err)
+	}
+	return nil
 }
 
 // generator is the state of one Generate call.
@@ -220,19 +248,31 @@ type generator struct {
 	images []*imageproc.Image
 }
 
-func (g *generator) run(prompt []int32) *GenerateResult {
+// run generates block after block. When Interrupt stops it, it returns what the finished
+// blocks produced together with the error.
+func (g *generator) run(prompt []int32) (*GenerateResult, error) {
 	o := &g.opt
 	cache := g.m.NewCache()
-	g.encode(cache, prompt, g.images)
+	defer freeCache(cache)
 	res := &GenerateResult{FinishReason: FinishLength}
+	if err := g.interrupted(); err != nil {
+		return res, err
+	}
+	g.encode(cache, prompt, g.images)
 	generated := 0
 	var prev []int32
 	for block := 0; generated < o.MaxTokens; block++ {
+		if err := g.interrupted(); err != nil {
+			return res, err
+		}
 		if prev != nil {
 			g.encode(cache, prev, nil)
 		}
 		l := CanvasLength(o.MaxTokens-generated, o.MinCanvas, o.MaxCanvas, g.m.Config.CanvasLength, o.FullCanvas)
-		canvas, steps := g.denoise(cache, block, l)
+		canvas, steps, err := g.denoise(cache, block, l)
+		if err != nil {
+			return res, err
+		}
 		res.Blocks++
 		res.Steps += steps
 		res.BlockSteps = append(res.BlockSteps, steps)
@@ -243,12 +283,16 @@ func (g *generator) run(prompt []int32) *GenerateResult {
 		generated += used
 		if stop {
 			res.FinishReason = FinishStop
+		}
+		if o.OnBlock != nil {
+			o.OnBlock(BlockInfo{Block: block, Tokens: slices.Clone(out), Steps: steps, Last: stop || generated >= o.MaxTokens})
+		}
+		if stop {
 			break
 		}
 		prev = canvas
 	}
-	freeCache(cache)
-	return res
+	return res, nil
 }
 
 // emit walks a block's final canvas (§4.2e): every token counts against budget; the first EOS
@@ -330,8 +374,8 @@ type passOut struct {
 }
 
 // denoise runs §4.3 for one block of length l and returns the argmax canvas of its last
-// decoder pass and the number of passes.
-func (g *generator) denoise(cache *Cache, block, l int) ([]int32, int) {
+// decoder pass and the number of passes, or Interrupt's error.
+func (g *generator) denoise(cache *Cache, block, l int) ([]int32, int, error) {
 	o := &g.opt
 	st := blockState{current: g.noise(l)}
 	st.reveal = mx.Zeros(g.e, []int{1, l}, mx.Bool)
@@ -340,6 +384,10 @@ func (g *generator) denoise(cache *Cache, block, l int) ([]int32, int) {
 	var result []int32
 	pass := 0
 	for step := o.Steps; step >= 1; step-- {
+		if err := g.interrupted(); err != nil {
+			release(st.arrays())
+			return nil, pass, err
+		}
 		pass++
 		temp := ScheduleTemperature(step, o.Steps, o.TMin, o.TMax)
 		final := step == 1
@@ -376,7 +424,7 @@ func (g *generator) denoise(cache *Cache, block, l int) ([]int32, int) {
 			result = argmax
 			release(append(st.arrays(), out.next.arrays()...), nil)
 			release([]*mx.Array{out.processed, out.argmax})
-			return result, pass
+			return result, pass, nil
 		}
 		// §4.3 step 9: the next pass is conditioned on this pass's processed distribution.
 		if !o.NoSelfConditioning {
@@ -386,7 +434,7 @@ func (g *generator) denoise(cache *Cache, block, l int) ([]int32, int) {
 		release([]*mx.Array{out.processed, out.argmax}, out.next.arrays()...)
 		st = out.next
 	}
-	return result, pass // unreachable: the step-1 pass always returns
+	return result, pass, nil // unreachable: the step-1 pass always returns
 }
 
 // pass is one decoder forward and, unless final, one sampler step (§4.3 steps 1–6).

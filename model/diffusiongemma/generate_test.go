@@ -563,3 +563,96 @@ func BenchmarkDecoderPass(b *testing.B) {
 		})
 	}
 }
+
+// OnBlock sees each block's emitted tokens once, in order, as soon as the block is final:
+// their concatenation is the result, each block's passes are its BlockSteps, and only the
+// last report says so. With MaxTokens 20 and canvas 8 the blocks are 8, 8 and 4 tokens
+// (CanvasLength clamps the last to the 4 still wanted, MinCanvas being 4).
+func TestGenerateOnBlock(t *testing.T) {
+	m := genModel(t, "tiny", "0")
+	o := genTinyOptions(m)
+	o.MaxTokens, o.MinCanvas, o.MaxCanvas = 20, 4, 8
+	var blocks []BlockInfo
+	o.OnBlock = func(b BlockInfo) { blocks = append(blocks, b) }
+	res, err := m.Generate(genPrompt, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(blocks) != 3 || res.Blocks != 3 {
+		t.Fatalf("%d OnBlock calls, result %d blocks, want 3 and 3", len(blocks), res.Blocks)
+	}
+	var joined []int32
+	for i, b := range blocks {
+		if b.Block != i || b.Steps != res.BlockSteps[i] || b.Last != (i == 2) {
+			t.Errorf("block %d: %+v, want index %d, %d steps, last %v", i, b, i, res.BlockSteps[i], i == 2)
+		}
+		if want := []int{8, 8, 4}[i]; len(b.Tokens) != want {
+			t.Errorf("block %d: %d tokens, want %d", i, len(b.Tokens), want)
+		}
+		joined = append(joined, b.Tokens...)
+	}
+	if !slices.Equal(joined, res.Tokens) {
+		t.Errorf("blocks joined %v, result %v", joined, res.Tokens)
+	}
+	// An EOS inside the first block ends generation there: one report, marked last, without
+	// the EOS.
+	o.EOS = []int{int(res.Tokens[3])}
+	cut := slices.Index(res.Tokens, res.Tokens[3])
+	blocks = nil
+	if _, err := m.Generate(genPrompt, o); err != nil {
+		t.Fatal(err)
+	}
+	if len(blocks) != 1 || !blocks[0].Last || !slices.Equal(blocks[0].Tokens, res.Tokens[:cut]) {
+		t.Errorf("with EOS %d: blocks %+v, want one last block %v", res.Tokens[3], blocks, res.Tokens[:cut])
+	}
+}
+
+// Interrupt is polled before every block and decoder pass: an error on the n-th poll stops
+// generation there, returns the finished blocks' tokens with an error wrapping both
+// ErrInterrupted and the cause, and runs no further pass.
+func TestGenerateInterrupt(t *testing.T) {
+	m := genModel(t, "tiny", "0")
+	o := genTinyOptions(m)
+	o.MaxTokens, o.MinCanvas, o.MaxCanvas = 16, 8, 8
+	o.Sampler, o.Steps = SamplerEntropy, 3 // no early stop: exactly 3 passes per block
+	full, err := m.Generate(genPrompt, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cause := errors.New("stop now")
+	tests := []struct {
+		stopAt     int // the poll that fails (1-based)
+		wantTokens int
+		wantPasses int
+	}{
+		{1, 0, 0},   // before the prompt is encoded
+		{3, 0, 0},   // polls: run start, block 0; fails before pass 1
+		{4, 0, 1},   // pass 1 ran; fails before pass 2
+		{6, 8, 3},   // block 0 done (polls 1–5); fails at block 1's start
+		{8, 8, 4},   // block 1's pass 1 ran; fails before its pass 2
+		{99, 16, 6}, // never: the whole run
+	}
+	for _, tc := range tests {
+		polls, passes := 0, 0
+		o.OnStep = func(StepInfo) { passes++ }
+		o.Interrupt = func() error {
+			if polls++; polls >= tc.stopAt {
+				return cause
+			}
+			return nil
+		}
+		res, err := m.Generate(genPrompt, o)
+		if tc.stopAt == 99 {
+			if err != nil || !slices.Equal(res.Tokens, full.Tokens) {
+				t.Errorf("never interrupted: %v, %v; want %v", res.Tokens, err, full.Tokens)
+			}
+			continue
+		}
+		if !errors.Is(err, ErrInterrupted) || !errors.Is(err, cause) {
+			t.Errorf("stop at poll %d: error %v, want ErrInterrupted wrapping %q", tc.stopAt, err, cause)
+		}
+		if res == nil || len(res.Tokens) != tc.wantTokens || !slices.Equal(res.Tokens, full.Tokens[:tc.wantTokens]) || passes != tc.wantPasses {
+			t.Errorf("stop at poll %d: tokens %v after %d passes, want %v after %d", tc.stopAt, res, passes, full.Tokens[:tc.wantTokens], tc.wantPasses)
+		}
+	}
+}
