@@ -19,6 +19,6 @@ func newCommand() *cobra.Command {
 		Use:   "probe",
 		Short: "Numerics and tooling: synthetic checkpoints, forward dumps, tokenization, benchmarks",
 	}
-	root.AddCommand(mkmodelCommand(), mkdataCommand(), estimateCommand(), forwardCommand(), tokenizeCommand(), templateCommand(), benchCommand())
+	root.AddCommand(mkmodelCommand(), mkdataCommand(), estimateCommand(), forwardCommand(), tokenizeCommand(), templateCommand(), benchCommand(), plotCommand())
 	return root
 }
