@@ -121,4 +121,3 @@ func rewrite(f *os.File, b []byte) error {
 	}
 	return f.Sync()
 }
-
