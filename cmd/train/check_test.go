@@ -126,6 +126,12 @@ func TestDryRun(t *testing.T) {
 		t.Errorf("memory %+v: want the go engine's estimate for prompt %d (cut to max_prompt) + canvas 4", m, tl+5)
 	}
 
+	// train: false only evaluates: nothing for a dry run to check.
+	code, stdout, stderr = runMain("--config", cfg, "--train=false", "--test", "--dry-run")
+	if code != 1 || stdout != "" || stderr != "train: --dry-run checks a training run's data; train: false only evaluates (nothing to check)\n" {
+		t.Errorf("dry run with train: false: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+
 	// A folder that already holds a run (or is locked) is what train would refuse; the dry
 	// run says so and still checks.
 	if code, _, stderr := runMain("--config", cfg, "--iters", "1"); code != 0 {
