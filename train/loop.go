@@ -9,11 +9,15 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	"github.com/dgtune/dgtune/config"
 	"github.com/dgtune/dgtune/data"
+	"github.com/dgtune/dgtune/internal/runlock"
+	"github.com/dgtune/dgtune/internal/sysmem"
 	"github.com/dgtune/dgtune/lora"
+	"github.com/dgtune/dgtune/lossplot"
 	dg "github.com/dgtune/dgtune/model/diffusiongemma"
 	"github.com/dgtune/dgtune/mx"
 	"github.com/dgtune/dgtune/objective"
@@ -54,6 +58,13 @@ type Result struct {
 	// Rank is this process's rank in a distributed run (0 alone); only rank 0 writes.
 	Rank        int               `json:"rank,omitempty"`
 	Distributed *DistributedStats `json:"distributed,omitempty"`
+	// ElapsedSeconds is this process's wall time, from loading the model to the end;
+	// BestValStep the step of BestValLoss (from metrics.jsonl); Plot the loss plot written at
+	// the end ("" if it could not be); DataCheck the check made before the first step.
+	ElapsedSeconds float64    `json:"elapsed_seconds"`
+	BestValStep    *int       `json:"best_val_step,omitempty"`
+	Plot           string     `json:"plot,omitempty"`
+	DataCheck      *DataCheck `json:"data_check,omitempty"`
 }
 
 // run is one training run's moving parts.
@@ -75,6 +86,7 @@ type run struct {
 	c        *cluster
 	stopBy   []int // ranks that asked to stop (a signal), agreed in the last step's all_sum
 	timing   stepTiming
+	check    *DataCheck
 }
 
 // Run trains as cfg says. It returns ErrInterrupted after saving when ctx is cancelled.
@@ -84,6 +96,20 @@ type run struct {
 func Run(ctx context.Context, cfg config.Config, opt Options) (res *Result, err error) {
 	if !cfg.Train {
 		return evaluateOnly(cfg, opt)
+	}
+	start := time.Now()
+	// The lock is released on every way out: returns, panics, and a distributed run's
+	// exit from the goroutine that saw a rank die.
+	var held atomic.Pointer[runlock.Lock]
+	exit := opt.Exit
+	opt.Exit = func(err error) {
+		held.Load().Release()
+		if exit != nil {
+			exit(err)
+			return
+		}
+		fmt.Fprintf(os.Stderr, "train: %v\n", err)
+		os.Exit(1)
 	}
 	c, err := joinCluster(cfg, opt)
 	if err != nil {
@@ -96,19 +122,82 @@ func Run(ctx context.Context, cfg config.Config, opt Options) (res *Result, err 
 		}
 		c.close(err)
 	}()
+	if c.rank == 0 {
+		l, err := lockRun(cfg.AdapterPath, opt.Log)
+		if err != nil {
+			return nil, err
+		}
+		held.Store(l)
+		defer l.Release()
+	}
 	r, err := prepare(cfg, opt, c)
 	if err != nil {
 		return nil, err
 	}
 	defer r.reporter.Close()
 	res, err = r.loop(ctx)
-	if err != nil || !cfg.Test {
+	if err != nil {
 		return res, err
 	}
-	if res.Test, err = scoreTest(r.s, cfg, r.log); err != nil {
-		return nil, err
+	res.DataCheck = r.check
+	if cfg.Test {
+		if res.Test, err = scoreTest(r.s, cfg, r.log); err != nil {
+			return nil, err
+		}
 	}
+	if c.rank == 0 {
+		r.finish(res)
+	}
+	res.ElapsedSeconds = time.Since(start).Seconds()
 	return res, nil
+}
+
+// lockRun takes the lock of adapter_path, so that no other run writes there while this
+// one does (see package runlock), and checks that the loss plot can be written there.
+func lockRun(dir string, log io.Writer) (*runlock.Lock, error) {
+	if log == nil {
+		log = io.Discard
+	}
+	l, stale, err := runlock.Acquire(dir)
+	if err != nil {
+		var held *runlock.HeldError
+		if errors.As(err, &held) {
+			return nil, fmt.Errorf("adapter_path %w", err)
+		}
+		return nil, fmt.Errorf("adapter_path: %w", err)
+	}
+	if stale != nil {
+		who := "an unreadable lock file"
+		if stale.PID != 0 {
+			who = "the lock of " + stale.String()
+		}
+		fmt.Fprintf(log, "lock: replaced %s in %s: that run ended without releasing it (killed or crashed)\n", who, dir)
+	}
+	if err := atomicfile.CheckWritable(filepath.Join(dir, lossplot.File)); err != nil {
+		l.Release()
+		return nil, fmt.Errorf("loss plot: %w", err)
+	}
+	return l, nil
+}
+
+// finish draws the run's loss plot from metrics.jsonl and finds the best val loss's step
+// there (the file spans the whole run, resumed parts too). A plot that cannot be drawn is
+// a warning: the run's weights and state are saved by then.
+func (r *run) finish(res *Result) {
+	dir := r.cfg.AdapterPath
+	series, err := lossplot.Read(filepath.Join(dir, MetricsFile))
+	if err == nil {
+		if best, ok := series.Best(); ok {
+			res.BestValStep = &best.Step
+		}
+		path := filepath.Join(dir, lossplot.File)
+		if err = lossplot.WriteFile(path, series, filepath.Base(filepath.Clean(dir))); err == nil {
+			res.Plot = path
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(r.log, "warning: loss plot: %v\n", err)
+	}
 }
 
 func prepare(cfg config.Config, opt Options, c *cluster) (*run, error) {
@@ -127,26 +216,14 @@ func prepare(cfg config.Config, opt Options, c *cluster) (*run, error) {
 			return nil, err
 		}
 	}
-	s, err := Open(cfg)
+	s, splits, check, err := openChecked(cfg, log)
 	if err != nil {
 		return nil, err
 	}
-	s.Log = log
-	if err := s.LoadSplits(dataNeed(cfg)); err != nil {
-		return nil, err
-	}
-	if cfg.EarlyStoppingPatience > 0 && (s.Dataset.Valid == nil || len(s.Dataset.Valid.Examples) == 0) {
-		return nil, fmt.Errorf("early_stopping_patience %d needs validation losses, but %s has no valid split (valid.jsonl or valid.parquet with examples); add one or set early_stopping_patience 0",
-			cfg.EarlyStoppingPatience, cfg.Data)
-	}
-	r := &run{s: s, cfg: cfg, log: log, c: c}
-	if r.train, err = s.Pairs(s.Dataset.Train); err != nil {
-		return nil, err
-	}
-	if s.Dataset.Valid != nil && len(s.Dataset.Valid.Examples) > 0 {
-		if r.val, err = s.Pairs(s.Dataset.Valid); err != nil {
-			return nil, err
-		}
+	check.WriteSummary(log)
+	r := &run{s: s, cfg: cfg, log: log, c: c, check: check, train: splits[0].pairs}
+	if len(splits) > 1 && splits[1].name == "valid" {
+		r.val = splits[1].pairs
 	}
 	if c.rank == 0 {
 		if err := os.MkdirAll(cfg.AdapterPath, 0o755); err != nil {
@@ -250,6 +327,73 @@ func prepare(cfg config.Config, opt Options, c *cluster) (*run, error) {
 		cfg.Model, mx.Describe(s.Engine), len(r.train), len(r.val), countParams(r.params.Params()),
 		100*float64(countParams(r.params.Params()))/float64(modelParams(s.Model)), modelParams(s.Model))
 	return r, nil
+}
+
+// openChecked opens the session, reads the splits the run needs, tokenizes them and checks
+// them (see buildCheck). The splits come in the order train, valid (when it has examples),
+// test (with test: true). A refusal comes with the check that led to it.
+func openChecked(cfg config.Config, log io.Writer) (*Session, []checkedSplit, *DataCheck, error) {
+	s, err := Open(cfg)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	s.Log = log
+	mem := sysmem.Detect()
+	if err := checkCapacity(s, mem); err != nil {
+		return nil, nil, nil, err
+	}
+	if err := s.LoadSplits(dataNeed(cfg)); err != nil {
+		return nil, nil, nil, err
+	}
+	if cfg.EarlyStoppingPatience > 0 && (s.Dataset.Valid == nil || len(s.Dataset.Valid.Examples) == 0) {
+		return nil, nil, nil, fmt.Errorf("early_stopping_patience %d needs validation losses, but %s has no valid split (valid.jsonl or valid.parquet with examples); add one or set early_stopping_patience 0",
+			cfg.EarlyStoppingPatience, cfg.Data)
+	}
+	var splits []checkedSplit
+	for _, sp := range []struct {
+		name  string
+		split *data.Split
+	}{{"train", s.Dataset.Train}, {"valid", s.Dataset.Valid}, {"test", s.Dataset.Test}} {
+		if sp.split == nil || len(sp.split.Examples) == 0 || (sp.name == "test" && !cfg.Test) {
+			continue
+		}
+		cs, err := s.checkedPairs(sp.name, sp.split)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		splits = append(splits, cs)
+	}
+	check, err := buildCheck(s, splits, mem)
+	if err != nil {
+		return nil, nil, check, err
+	}
+	return s, splits, check, nil
+}
+
+// Check is train --dry-run: everything a run checks before its first step — settings,
+// model, data, token lengths against max_prompt, max_canvas and the model's positions,
+// and the largest step's memory — and nothing written. The check comes back with the
+// refusal when train would refuse to start (nil when it failed before measuring). Notes
+// go to opt.Log, among them what train would say about adapter_path now (a run in it, or
+// its lock held).
+func Check(cfg config.Config, opt Options) (*DataCheck, error) {
+	log := opt.Log
+	if log == nil {
+		log = io.Discard
+	}
+	if !cfg.Train {
+		return nil, fmt.Errorf("--dry-run checks a training run's data; train: false only evaluates (nothing to check)")
+	}
+	if owner, err := runlock.Probe(cfg.AdapterPath); err == nil && owner != nil {
+		fmt.Fprintf(log, "note: adapter_path %s is in use by another training run (%s): train would refuse it now\n", cfg.AdapterPath, owner)
+	}
+	if !cfg.Resume && !cfg.Overwrite {
+		if err := checkFreshStart(cfg.AdapterPath); err != nil {
+			fmt.Fprintf(log, "note: %v (train would refuse)\n", err)
+		}
+	}
+	_, _, check, err := openChecked(cfg, log)
+	return check, err
 }
 
 func modelParams(m *dg.Model) int64 {

@@ -9,6 +9,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/dgtune/dgtune/lossplot"
 )
 
 // numberedCheckpoint matches the save_every copies: 0000100_adapters.safetensors, or
@@ -16,7 +18,8 @@ import (
 var numberedCheckpoint = regexp.MustCompile(`^[0-9]{7}_(` + regexp.QuoteMeta(AdapterFile) + `|` + regexp.QuoteMeta(FullWeightsFile) + `)$`)
 
 // runFiles lists the files of a training run in dir, sorted: the adapter config, the
-// latest, best and numbered weights, the training state and the metrics. Other files
+// latest, best and numbered weights, the training state, the metrics and their plot (and
+// not the lock, which belongs to the run in progress). Other files
 // (a full fine-tune's copied config and tokenizer, anything the user keeps there) do not
 // count.
 func runFiles(dir string) ([]string, error) {
@@ -27,7 +30,7 @@ func runFiles(dir string) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("adapter_path: %w", err)
 	}
-	fixed := []string{AdapterConfig, AdapterFile, BestAdapterFile, FullWeightsFile, StateFile, StateJSON, MetricsFile}
+	fixed := []string{AdapterConfig, AdapterFile, BestAdapterFile, FullWeightsFile, StateFile, StateJSON, MetricsFile, lossplot.File}
 	var out []string
 	for _, e := range entries {
 		if n := e.Name(); !e.IsDir() && (slices.Contains(fixed, n) || numberedCheckpoint.MatchString(n)) {

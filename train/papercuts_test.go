@@ -51,7 +51,8 @@ func TestFreshStartRefusesExistingRun(t *testing.T) {
 	if _, err := Run(context.Background(), ow, Options{Log: &log}); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(log.String(), "deleted 8 file(s) of an earlier run") {
+	// adapter config, adapters, best, two numbered, state and its copy, metrics, loss plot.
+	if !strings.Contains(log.String(), "deleted 9 file(s) of an earlier run") {
 		t.Errorf("log does not say the old run was deleted:\n%s", log.String())
 	}
 	for _, gone := range []string{"0000004_" + AdapterFile, "0000008_" + AdapterFile} {

@@ -95,7 +95,11 @@ func DataOptions(c config.Config) data.Options {
 // Pairs tokenizes a split. Under skip_bad_rows it says how many rows were skipped (bad
 // rows and rows whose target encodes to nothing) and why the first were.
 func (s *Session) Pairs(split *data.Split) ([]data.Pair, error) {
-	pairs, stats, err := data.Tokenize(split, s.Encoder, DataOptions(s.Config))
+	return s.pairsWith(split, s.Encoder)
+}
+
+func (s *Session) pairsWith(split *data.Split, enc data.Encoder) ([]data.Pair, error) {
+	pairs, stats, err := data.Tokenize(split, enc, DataOptions(s.Config))
 	if err != nil {
 		return nil, err
 	}
@@ -158,6 +162,12 @@ func ObjectiveFor(c config.Config, mc *dg.Config) (objective.Objective, error) {
 // fills the response's last canvas. Each <|image|> of the prompt is expanded into the
 // image block of the example's matching image; max_prompt may not cut into an image.
 func NewEncoder(c config.Config, tok *tokenizer.Tokenizer, mc *dg.Config) (data.Encoder, error) {
+	return newEncoder(c, tok, mc, nil)
+}
+
+// newEncoder is NewEncoder; measure, when not nil, is told each example's prompt and
+// completion lengths before max_prompt and max_canvas cut them (the data check).
+func newEncoder(c config.Config, tok *tokenizer.Tokenizer, mc *dg.Config, measure func(index, prompt, completion int)) (data.Encoder, error) {
 	var turnEnd, eos int32 = -1, -1
 	if c.EOSFill {
 		var ok bool
@@ -181,6 +191,10 @@ func NewEncoder(c config.Config, tok *tokenizer.Tokenizer, mc *dg.Config) (data.
 		if prompt, err = expandImages(prompt, ex.Images, tok, mc); err != nil {
 			return nil, nil, err
 		}
+		target := tok.Encode(ex.Completion)
+		if measure != nil {
+			measure(ex.Index, len(prompt), len(target))
+		}
 		if c.MaxPrompt > 0 && len(prompt) > c.MaxPrompt {
 			cut := len(prompt) - c.MaxPrompt
 			if len(ex.Images) > 0 && slices.ContainsFunc(prompt[:cut], func(id int32) bool {
@@ -190,7 +204,6 @@ func NewEncoder(c config.Config, tok *tokenizer.Tokenizer, mc *dg.Config) (data.
 			}
 			prompt = prompt[cut:]
 		}
-		target := tok.Encode(ex.Completion)
 		if c.LongTargets == config.LongRandomBlock {
 			if c.EOSFill {
 				target = append(target, turnEnd)

@@ -1,7 +1,8 @@
 // Command probe is numerics and tooling for people who check implementations:
 // synthetic checkpoints (mkmodel), logits/loss/gradients of one forward (forward),
-// tokenization (tokenize, template) and throughput (bench). Its outputs follow exact
-// contracts that other tools compare against.
+// tokenization (tokenize, template), throughput (bench), memory (estimate) and a training
+// run's loss plot (plot). Its outputs follow exact contracts that other tools compare
+// against.
 package main
 
 import (
@@ -17,8 +18,8 @@ func main() { os.Exit(cli.Main(newCommand(), os.Args[1:], os.Stdout, os.Stderr))
 func newCommand() *cobra.Command {
 	root := &cobra.Command{
 		Use:   "probe",
-		Short: "Numerics and tooling: synthetic checkpoints, forward dumps, tokenization, benchmarks",
+		Short: "Numerics and tooling: synthetic checkpoints, forward dumps, tokenization, benchmarks, loss plots",
 	}
-	root.AddCommand(mkmodelCommand(), mkdataCommand(), estimateCommand(), forwardCommand(), tokenizeCommand(), templateCommand(), benchCommand())
+	root.AddCommand(mkmodelCommand(), mkdataCommand(), estimateCommand(), forwardCommand(), tokenizeCommand(), templateCommand(), benchCommand(), plotCommand())
 	return root
 }

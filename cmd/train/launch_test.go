@@ -80,7 +80,7 @@ func TestLaunchGoEngine(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the command and runs it as child processes")
 	}
-	bin := buildTrain(t, t.TempDir())
+	bin := buildTrain(t)
 	f := newFixture(t)
 	cmd := exec.Command(bin, "--config", f.config(t, ""), "--launch", "2", "--batch-size", "2")
 	var stderr bytes.Buffer

@@ -9,9 +9,12 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/dgtune/dgtune/config"
+	"github.com/dgtune/dgtune/internal/atomicfile"
 	"github.com/dgtune/dgtune/internal/cli"
 	"github.com/dgtune/dgtune/train"
 )
@@ -37,7 +40,18 @@ func newCommand() *cobra.Command {
 			}
 			jsonPath, _ := cmd.Flags().GetString("json")
 			verbose, _ := cmd.Flags().GetBool("verbose")
+			dryRun, _ := cmd.Flags().GetBool("dry-run")
 			stderr := cmd.ErrOrStderr()
+			// Outputs are checked before the work: a --json path that cannot be written
+			// fails now, not after training.
+			if jsonPath != "" {
+				if err := atomicfile.CheckWritable(jsonPath); err != nil {
+					return fmt.Errorf("--json: %w", err)
+				}
+			}
+			if dryRun {
+				return runDryRun(cmd.OutOrStdout(), cfg, train.Options{Log: stderr, Verbose: verbose}, jsonPath)
+			}
 			res, err := train.Run(cmd.Context(), cfg, train.Options{
 				Log: stderr, Terminal: cli.IsTerminal(stderr), Verbose: verbose,
 				// A distributed run that loses a rank ends from the goroutine that noticed.
@@ -61,6 +75,7 @@ func newCommand() *cobra.Command {
 	cli.AddConfigFlags(cmd)
 	cmd.Flags().String("json", "", "also write the result as JSON to this file")
 	cmd.Flags().Bool("verbose", false, "print every resolved setting at start, not only those that differ from the defaults")
+	cmd.Flags().Bool("dry-run", false, "check the settings, model and data (token lengths, rows over max_prompt/max_canvas/the model's positions, the largest step's memory) and stop: nothing is trained or written")
 	cmd.Flags().Int("launch", 0, "run N ranks of a distributed run on this machine (ring backend on localhost, mlx engine)")
 	return cmd
 }
@@ -81,25 +96,68 @@ func printResult(w io.Writer, r *train.Result, jsonPath string) error {
 		testLine()
 		return writeResultJSON(r, jsonPath)
 	}
-	line := fmt.Sprintf("trained %d steps: final train loss %.4f (mean since the last report)", r.Steps, r.FinalLoss)
+	line := fmt.Sprintf("trained %d steps in %s: final train loss %.4f (mean since the last report)", r.Steps, elapsed(r.ElapsedSeconds), r.FinalLoss)
 	if r.FinalValLoss != nil {
 		line += fmt.Sprintf(", val loss %.4f", *r.FinalValLoss)
 	}
 	if r.BestValLoss != nil {
-		line += fmt.Sprintf(" (best %.4f)", *r.BestValLoss)
+		line += fmt.Sprintf(" (best %.4f", *r.BestValLoss)
+		if r.BestValStep != nil {
+			line += fmt.Sprintf(" at step %d", *r.BestValStep)
+		}
+		line += ")"
 	}
-	fmt.Fprintf(w, "%s; saved to %s\n", line, r.AdapterPath)
+	line += "; saved to " + r.AdapterPath
+	if r.Plot != "" {
+		line += "; loss plot " + r.Plot
+	}
+	fmt.Fprintln(w, line)
 	testLine()
 	return writeResultJSON(r, jsonPath)
 }
 
-func writeResultJSON(r *train.Result, jsonPath string) error {
-	if jsonPath == "" {
-		return nil
+// elapsed is a run's wall time as people read it: tenths of a second under ten seconds,
+// whole seconds above.
+func elapsed(seconds float64) string {
+	d := time.Duration(seconds * float64(time.Second))
+	if d < 10*time.Second {
+		return d.Round(100 * time.Millisecond).String()
 	}
-	b, err := json.MarshalIndent(r, "", "  ")
+	return d.Round(time.Second).String()
+}
+
+// runDryRun is train --dry-run: the data check's full report on stdout (also when it
+// refuses, before the refusal), and with --json the check as JSON.
+func runDryRun(w io.Writer, cfg config.Config, opt train.Options, jsonPath string) error {
+	check, err := train.Check(cfg, opt)
+	if check != nil {
+		if werr := check.WriteReport(w); werr != nil {
+			return werr
+		}
+	}
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(jsonPath, append(b, '\n'), 0o644)
+	fmt.Fprintf(w, "dry run: the data fits; nothing trained and nothing written (adapter_path %s)\n", cfg.AdapterPath)
+	return writeJSON(struct {
+		DryRun    bool             `json:"dry_run"`
+		DataCheck *train.DataCheck `json:"data_check"`
+	}{true, check}, jsonPath)
+}
+
+func writeResultJSON(r *train.Result, jsonPath string) error { return writeJSON(r, jsonPath) }
+
+// writeJSON writes v to jsonPath atomically ("" writes nothing).
+func writeJSON(v any, jsonPath string) error {
+	if jsonPath == "" {
+		return nil
+	}
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := atomicfile.WriteFile(jsonPath, append(b, '\n')); err != nil {
+		return fmt.Errorf("--json: %w", err)
+	}
+	return nil
 }

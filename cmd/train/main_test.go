@@ -124,11 +124,32 @@ func TestTrainCommand(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
-	if !strings.HasPrefix(stdout, "trained 3 steps: final train loss ") || !strings.Contains(stdout, "val loss") {
-		t.Errorf("stdout %q", stdout)
+	summary := regexp.MustCompile(`^trained 3 steps in [0-9.]+m?s: final train loss [0-9.]+ \(mean since the last report\), val loss [0-9.]+ \(best [0-9.]+ at step ([0-3])\); saved to (.+); loss plot (.+)\n$`)
+	m := summary.FindStringSubmatch(stdout)
+	if m == nil || m[2] != f.adapters || m[3] != filepath.Join(f.adapters, "loss.png") {
+		t.Fatalf("stdout %q, want %s", stdout, summary)
 	}
+	// The best step is the val event of lowest loss in metrics.jsonl (the first of equal ones).
+	bestStep, bestLoss := -1, math.Inf(1)
+	for _, line := range strings.Split(strings.TrimSpace(readFile(t, filepath.Join(f.adapters, train.MetricsFile))), "\n") {
+		var ev struct {
+			Event     string  `json:"event"`
+			Iteration int     `json:"iteration"`
+			ValLoss   float64 `json:"val_loss"`
+		}
+		if err := json.Unmarshal([]byte(line), &ev); err != nil {
+			t.Fatal(err)
+		}
+		if ev.Event == "val" && ev.ValLoss < bestLoss {
+			bestStep, bestLoss = ev.Iteration, ev.ValLoss
+		}
+	}
+	if m[1] != strconv.Itoa(bestStep) {
+		t.Errorf("best at step %s, but metrics.jsonl's lowest val loss %v is at step %d", m[1], bestLoss, bestStep)
+	}
+	checkPNG(t, m[3])
 	// Not a terminal: plain lines, one per report, after the resolved config.
-	for _, want := range []string{"resolved config (settings that differ from the defaults", "iters: 3", "trainable parameters:", "iter 1/3  loss ", "iter 3/3  loss ", "iter 0: val loss", "iter 3: val loss"} {
+	for _, want := range []string{"resolved config (settings that differ from the defaults", "iters: 3", "trainable parameters:", "iter 1/3  loss ", "iter 3/3  loss ", "iter 0: val loss", "iter 3: val loss", "data: train.jsonl: 3 rows; prompt tokens p50 ", "data: valid.jsonl: 3 rows;", "memory: the largest step (train.jsonl:"} {
 		if !strings.Contains(stderr, want) {
 			t.Errorf("stderr lacks %q:\n%s", want, stderr)
 		}
@@ -139,6 +160,9 @@ func TestTrainCommand(t *testing.T) {
 	}
 	if res.Steps != 3 || res.AdapterPath != f.adapters || res.FinalValLoss == nil {
 		t.Errorf("json result %+v", res)
+	}
+	if res.BestValStep == nil || *res.BestValStep != bestStep || res.ElapsedSeconds <= 0 || res.Plot != m[3] || res.DataCheck == nil || len(res.DataCheck.Splits) != 2 {
+		t.Errorf("json result: best step %v, elapsed %v, plot %q, data check %+v", res.BestValStep, res.ElapsedSeconds, res.Plot, res.DataCheck)
 	}
 	for _, name := range []string{train.AdapterConfig, train.AdapterFile, train.BestAdapterFile, train.StateFile, train.StateJSON, train.MetricsFile} {
 		if _, err := os.Stat(filepath.Join(f.adapters, name)); err != nil {
@@ -350,7 +374,7 @@ func TestMLXLMExampleTrains(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
-	if !strings.HasPrefix(stdout, "trained 2 steps: final train loss ") || strings.Contains(stdout, "Test loss") {
+	if !strings.HasPrefix(stdout, "trained 2 steps in ") || strings.Contains(stdout, "Test loss") {
 		t.Errorf("stdout %q: want 2 steps and no test (test: false)", stdout)
 	}
 	// 16 layers of the tiny geometry, pattern [sliding×5, full]: full layers 5, 11 and 15

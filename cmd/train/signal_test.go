@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -10,6 +11,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -17,19 +19,43 @@ import (
 	"github.com/dgtune/dgtune/train"
 )
 
-// buildTrain compiles this command into dir.
-func buildTrain(t *testing.T, dir string) string {
+// built is the command compiled once for every test that runs it as a child process.
+var built struct {
+	once sync.Once
+	dir  string
+	bin  string
+	err  error
+}
+
+// TestMain removes the shared build.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if built.dir != "" {
+		os.RemoveAll(built.dir)
+	}
+	os.Exit(code)
+}
+
+// buildTrain compiles this command (once per test binary) and returns its path.
+func buildTrain(t *testing.T) string {
 	t.Helper()
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
+	built.once.Do(func() {
+		goBin, err := exec.LookPath("go")
+		if err != nil {
+			goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
+		}
+		if built.dir, built.err = os.MkdirTemp("", "train-bin-"); built.err != nil {
+			return
+		}
+		built.bin = filepath.Join(built.dir, "train")
+		if out, err := exec.Command(goBin, "build", "-o", built.bin, ".").CombinedOutput(); err != nil {
+			built.err = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if built.err != nil {
+		t.Fatal(built.err)
 	}
-	bin := filepath.Join(dir, "train")
-	cmd := exec.Command(goBin, "build", "-o", bin, ".")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
+	return built.bin
 }
 
 // waitFor polls cond every 20 ms until it holds or the deadline passes.
@@ -73,7 +99,7 @@ func TestSignals(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the command and runs it as a child process")
 	}
-	bin := buildTrain(t, t.TempDir())
+	bin := buildTrain(t)
 	cases := []struct {
 		name string
 		sig  syscall.Signal

@@ -5,6 +5,7 @@ package atomicfile
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -78,4 +79,30 @@ func SyncDir(dir string) error {
 		return fmt.Errorf("sync directory %s: %w", dir, err)
 	}
 	return nil
+}
+
+// CheckWritable reports, before any work is done, whether Write will be able to write
+// path: path must not be a directory, and its directory must take a new file — which is
+// tried, by creating and removing a temporary file there as Write would (permission bits,
+// read-only mounts, a full inode table and a missing directory all show up, for root too).
+// The error names path.
+func CheckWritable(path string) error {
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		return fmt.Errorf("%s is a directory", path)
+	}
+	dir, base := filepath.Split(path)
+	if dir == "" {
+		dir = "."
+	}
+	tmp, err := os.CreateTemp(dir, "."+base+".probe-*")
+	if err != nil {
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return fmt.Errorf("cannot write %s: %w", path, err)
+	}
+	name := tmp.Name()
+	tmp.Close()
+	return os.Remove(name)
 }

@@ -39,3 +39,40 @@ func TestWriteReplacesAndCleansUp(t *testing.T) {
 		t.Fatal("write into a missing directory: no error")
 	}
 }
+
+// TestCheckWritable: a path Write can write passes and leaves nothing behind; one it
+// cannot is one error naming the path and why.
+func TestCheckWritable(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "file")
+	if err := os.WriteFile(file, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, ok := range []string{filepath.Join(dir, "new.json"), file} {
+		if err := CheckWritable(ok); err != nil {
+			t.Errorf("CheckWritable(%q) = %v, want nil", ok, err)
+		}
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+		t.Errorf("directory holds %d entries after the checks, want only file", len(entries))
+	}
+	for path, want := range map[string]string{
+		filepath.Join(dir, "missing", "r.json"): "cannot write " + filepath.Join(dir, "missing", "r.json") + ": no such file or directory",
+		filepath.Join(file, "r.json"):           "cannot write " + filepath.Join(file, "r.json") + ": not a directory",
+		dir:                                     dir + " is a directory",
+	} {
+		if err := CheckWritable(path); err == nil || err.Error() != want {
+			t.Errorf("CheckWritable(%q) = %v, want %q", path, err, want)
+		}
+	}
+	if os.Geteuid() != 0 {
+		ro := filepath.Join(dir, "ro")
+		if err := os.Mkdir(ro, 0o555); err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(ro, "r.json")
+		if err := CheckWritable(p); err == nil || err.Error() != "cannot write "+p+": permission denied" {
+			t.Errorf("CheckWritable(read-only dir) = %v", err)
+		}
+	}
+}

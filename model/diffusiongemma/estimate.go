@@ -339,14 +339,14 @@ func prod(s []int) int64 {
 const (
 	actEmbed    = "embeddings and residual stream"
 	actAttnProj = "attention projections (q, k, v, o with LoRA)"
-	actScores   = "attention (log-sum-exps, probabilities up to 8 MiB a call)"
+	actScores   = "attention (log-sum-exps, probabilities up to 8 MiB a call, encoder masks)"
 	actKV       = "attention keys and values (transposed, concatenated)"
 	actDense    = "dense MLP (with GELU temporaries)"
 	actRouter   = "router"
 	actExperts  = "experts (sorted rows, gate/up, outputs, permutations)"
 	actRerun    = "one layer pass re-run in the backward (grad_checkpoint)"
 	actHead     = "head: logits and softcap"
-	actBackward = "backward transient (logit cotangents)"
+	actBackward = "backward transient (logit cotangents, or one attention call's scores)"
 )
 
 // actCounter adds up activation bytes by group, keeping a tensor when the retention keeps
@@ -354,6 +354,9 @@ const (
 type actCounter struct {
 	all bool
 	by  map[string]int64
+	// transient is the largest scratch one attention call's backward allocates (see
+	// attentionTransient); it is not kept, so it is not in by.
+	transient int64
 }
 
 func newActCounter(all bool) *actCounter { return &actCounter{all: all, by: map[string]int64{}} }
@@ -383,6 +386,26 @@ func (c *actCounter) total() int64 {
 // keptScores is the go engine's limit (floats) on the attention probabilities one call
 // keeps for its backward (goeng's maxKeptScores).
 const keptScores = 1 << 21
+
+// attnScratch is the go engine's bound (floats) on the scores one attention call holds at
+// once (goeng's maxScratch).
+const attnScratch = 1 << 23
+
+// attentionTransient is the scratch the go engine's attention backward allocates for one
+// call of nh query heads over nkv kv heads, s queries and nk keys, in bytes: dP beside the
+// kept probabilities when those fit keptScores; else the scores and dP of as many kv-head
+// blocks (G = nh/nkv query heads × s rows × nk keys each) as fit attnScratch floats — at
+// least one block, however large, which is what a long prompt costs: a 25,000-token prompt
+// on the tiny preset's sliding layer is 2 × 2·25,000² floats, 10 GB.
+func attentionTransient(nh, nkv, s, nk int) int64 {
+	p := int64(nh) * int64(s) * int64(nk)
+	if p <= keptScores {
+		return 4 * p
+	}
+	block := 2 * p / int64(max(nkv, 1))
+	g := max(1, min(int64(nkv), attnScratch/block))
+	return 4 * g * block
+}
 
 // passGeom is what one layer pass needs to know about the model and the adapters.
 type passGeom struct {
@@ -463,6 +486,12 @@ func (c *actCounter) layerPass(g passGeom, i, s, n int, encoder, kvOnly bool) {
 	if p := nh * s * nk; p <= keptScores {
 		c.f32(actScores, true, p)
 	}
+	if encoder && s > 1 {
+		// The encoder's causal (and sliding-window) mask, one bool per query and key,
+		// which the attention's VJP reads; the decoder attends without one.
+		c.bytes(actScores, true, int64(s)*int64(nk))
+	}
+	c.transient = max(c.transient, attentionTransient(nh, t.LayerKVHeads(i), s, nk))
 	c.f32(actAttnProj, false, s*qw)                      // attention output [heads, s, d]
 	c.f32(actAttnProj, g.lora["self_attn.o_proj"], s*qw) // transposed back
 	c.linear(actAttnProj, g, "self_attn.o_proj", s, qw, h, true)
@@ -598,7 +627,7 @@ func activationBytes(cfg *Config, targets []LoRATarget, o EstimateOptions) []Mem
 	c.f32(actHead, false, 6*l)
 	headTransient := int64(4 * 3 * l * v)
 	if rerun == nil {
-		c.bytes(actBackward, true, headTransient)
+		c.bytes(actBackward, true, max(headTransient, c.transient))
 	} else {
 		// By the time the passes are re-run the head's cotangents are gone (its graph stays):
 		// the peak is the larger of the head's transient and one re-run pass with its own
@@ -607,7 +636,7 @@ func activationBytes(cfg *Config, targets []LoRATarget, o EstimateOptions) []Mem
 		if fused {
 			rows = n + l
 		}
-		passTransient := 2 * 4 * int64(rows*t.TopKExperts*h)
+		passTransient := max(2*4*int64(rows*t.TopKExperts*h), rerun.transient)
 		if rerun.total()+passTransient > headTransient {
 			c.bytes(actRerun, true, rerun.total())
 			c.bytes(actBackward, true, passTransient)

@@ -516,3 +516,53 @@ func TestFormatBytes(t *testing.T) {
 		}
 	}
 }
+
+// TestEstimateLongPrompt: a prompt of 25,000 tokens on the tiny preset. Its encoder's
+// attention is what costs: layer 0 (sliding, 4 query heads over 2 kv heads) computes every
+// query's scores over all 25,000 keys before masking, and its backward cannot keep them
+// (4·25000² floats ≫ keptScores), so it recomputes them one kv head's block at a time —
+// 2 query heads × 25000 rows × 25000 keys = 1.25e9 floats — with dP beside them: 2·1.25e9
+// floats, 1e10 bytes, the backward's transient (the head's is 3·8·512 floats). Its mask is
+// one bool per query and key, 25000² = 6.25e8 bytes, kept for the VJP. Layer 1 is the
+// encoder's last layer: only its K/V projections count, no attention. (Measured on the
+// demo base, the same geometry with a 64-token window: one step at prompt 25,000 + canvas 8
+// peaks at 16,383,918,080 B RSS on the go engine, `probe bench`; this estimate says 20.4
+// GiB with GOGC 100's headroom over the transient too.)
+func TestEstimateLongPrompt(t *testing.T) {
+	cfg := preset(t, dg.PresetTiny)
+	est, err := estimateMemory(cfg, nil, 8, nil, 25000, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	item := func(prefix string) int64 {
+		for _, it := range est.Breakdown {
+			if strings.HasPrefix(it.Name, prefix) {
+				return it.Bytes
+			}
+		}
+		t.Fatalf("no %q in the breakdown:\n%s", prefix, est)
+		return 0
+	}
+	if got := item("backward transient"); got != 1e10 {
+		t.Errorf("backward transient %d B, want 1e10 (scores and dP of one 2×25000×25000 block)", got)
+	}
+	// The attention group also holds the log-sum-exps, 8 B per head and query row: the
+	// encoder's layer 0 (4·25000) and both decoder layers (2·4·8); and the decoder's kept
+	// probabilities, 4 heads × 8 rows × its keys: 7 + 8 on the sliding layer, 25000 + 8 on
+	// the full one.
+	want := int64(625_000_000) + 8*(4*25000+2*4*8) + 4*(4*8*15+4*8*25008)
+	if got := item("attention (log-sum-exps"); got != want {
+		t.Errorf("attention %d B, want %d (mask 25000² B, log-sum-exps, decoder probabilities)", got, want)
+	}
+	// A short prompt keeps its probabilities and needs dP of the same size: far under the
+	// head's transient, which stays the backward's.
+	short, err := estimateMemory(cfg, nil, 8, nil, 16, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, it := range short.Breakdown {
+		if strings.HasPrefix(it.Name, "backward transient") && it.Bytes != 4*3*8*512 {
+			t.Errorf("short prompt: backward transient %d B, want the head's 4·3·8·512 = %d", it.Bytes, 4*3*8*512)
+		}
+	}
+}
