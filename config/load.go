@@ -85,6 +85,18 @@ func BindFlags(fs *pflag.FlagSet) {
 			panic(fmt.Sprintf("config: key %s has unsupported type %T", k.path, v))
 		}
 	}
+	// PEFT's names (peft.go), without defaults: unset, the keys' own apply.
+	for _, a := range peftAliases {
+		name := FlagName(a.alias)
+		switch a.typ.Kind() {
+		case reflect.Int:
+			fs.Int(name, 0, a.help)
+		case reflect.Float64:
+			fs.Float64(name, 0, a.help)
+		default:
+			fs.StringSlice(name, nil, a.help)
+		}
+	}
 }
 
 // Load resolves the configuration: defaults, then the YAML file at path (if not
@@ -95,12 +107,19 @@ func Load(path string, fs *pflag.FlagSet) (Config, error) {
 		v.SetDefault(k.path, k.value)
 	}
 	var mlxlm *mlxlmFile
+	peft := &peftUses{}
 	if path != "" {
 		raw, err := os.ReadFile(path)
 		if err != nil {
 			return Config{}, fmt.Errorf("config: %w", err)
 		}
+		if err := checkTypes(path, raw); err != nil {
+			return Config{}, err
+		}
 		if raw, mlxlm, err = fromMLXLM(path, raw); err != nil {
+			return Config{}, err
+		}
+		if raw, err = fromPEFT(path, raw, peft); err != nil {
 			return Config{}, err
 		}
 		if err := checkKeys(path, raw); err != nil {
@@ -126,6 +145,13 @@ func Load(path string, fs *pflag.FlagSet) (Config, error) {
 			}
 		}
 	}
+	flagAliases, err := peft.fromFlags(fs)
+	if err != nil {
+		return Config{}, err
+	}
+	for k, val := range flagAliases {
+		v.Set(k, val)
+	}
 	if mlxlm != nil {
 		if err := mlxlm.apply(v); err != nil {
 			return Config{}, err
@@ -135,7 +161,7 @@ func Load(path string, fs *pflag.FlagSet) (Config, error) {
 		return Config{}, err
 	}
 	var c Config
-	err := v.Unmarshal(&c, func(dc *mapstructure.DecoderConfig) {
+	err = v.Unmarshal(&c, func(dc *mapstructure.DecoderConfig) {
 		dc.ErrorUnused = false
 		dc.WeaklyTypedInput = true
 		dc.DecodeHook = mapstructure.ComposeDecodeHookFunc(
@@ -147,6 +173,11 @@ func Load(path string, fs *pflag.FlagSet) (Config, error) {
 	}
 	if err := c.resolveMLXLM(mlxlm); err != nil {
 		return Config{}, err
+	}
+	if note, err := peft.resolve(&c, fs); err != nil {
+		return Config{}, err
+	} else if note != "" {
+		c.Notes = append(c.Notes, note)
 	}
 	if err := c.Validate(); err != nil {
 		return Config{}, err
@@ -167,7 +198,7 @@ func cleanDecodeError(err error) string {
 func checkKeys(path string, raw []byte) error {
 	var doc map[string]any
 	if err := yaml.Unmarshal(raw, &doc); err != nil {
-		return fmt.Errorf("config: %s: %w", path, err)
+		return parseError(path, raw, err)
 	}
 	known := map[string]bool{}
 	sections := map[string]bool{}
@@ -300,6 +331,22 @@ func (c Config) Validate() error {
 	}
 	if c.SaveEvery < 0 || c.StepsPerEval < 0 {
 		bad("save_every %d and steps_per_eval %d must not be negative", c.SaveEvery, c.StepsPerEval)
+	}
+	if c.NumLayers == 0 || c.NumLayers < -1 {
+		bad("num_layers %d: want -1 (all layers) or a positive number", c.NumLayers)
+	}
+	if c.GradClip < 0 {
+		bad("grad_clip %g: must not be negative (0 = off)", c.GradClip)
+	}
+	if c.MaxPrompt < 0 {
+		bad("max_prompt %d: must not be negative (0 = no limit)", c.MaxPrompt)
+	}
+	// mlx-lm's -1 is the whole split; its 0 scores no batch and reports NaN (0/0 tokens).
+	if c.ValBatches == 0 || c.ValBatches < -1 {
+		bad("val_batches %d: want -1 (the whole valid split) or a positive number", c.ValBatches)
+	}
+	if c.EarlyStoppingPatience < 0 {
+		bad("early_stopping_patience %d: must not be negative (0 = off)", c.EarlyStoppingPatience)
 	}
 	if c.MaxCanvas < 1 {
 		bad("max_canvas %d: must be at least 1", c.MaxCanvas)
