@@ -102,6 +102,22 @@ func BindFlags(fs *pflag.FlagSet) {
 // Load resolves the configuration: defaults, then the YAML file at path (if not
 // empty), then DGTUNE_* environment variables, then the flags of fs that were set.
 func Load(path string, fs *pflag.FlagSet) (Config, error) {
+	c, _, err := LoadInheriting(path, fs, Inherit{})
+	return c, err
+}
+
+// LoadInheriting is Load with one more layer between the defaults and the file: inh's
+// values (an adapter's recorded training settings, for eval). The report says which of
+// them the result took and which the file, the environment or a flag overrode.
+func LoadInheriting(path string, fs *pflag.FlagSet, inh Inherit) (Config, InheritReport, error) {
+	c, v, err := load(path, fs, inh)
+	if err != nil {
+		return Config{}, InheritReport{}, err
+	}
+	return c, inh.report(c, v, path, fs), nil
+}
+
+func load(path string, fs *pflag.FlagSet, inh Inherit) (Config, *viper.Viper, error) {
 	v := viper.New()
 	for _, k := range keys() {
 		v.SetDefault(k.path, k.value)
@@ -111,27 +127,27 @@ func Load(path string, fs *pflag.FlagSet) (Config, error) {
 	if path != "" {
 		raw, err := os.ReadFile(path)
 		if err != nil {
-			return Config{}, fmt.Errorf("config: %w", err)
+			return Config{}, nil, fmt.Errorf("config: %w", err)
 		}
 		if err := checkTypes(path, raw); err != nil {
-			return Config{}, err
+			return Config{}, nil, err
 		}
 		if raw, mlxlm, err = fromMLXLM(path, raw); err != nil {
-			return Config{}, err
+			return Config{}, nil, err
 		}
 		if raw, err = fromPEFT(path, raw, peft); err != nil {
-			return Config{}, err
+			return Config{}, nil, err
 		}
 		if err := checkKeys(path, raw); err != nil {
-			return Config{}, err
+			return Config{}, nil, err
 		}
 		v.SetConfigType("yaml")
 		if err := v.ReadConfig(bytes.NewReader(raw)); err != nil {
-			return Config{}, fmt.Errorf("config: %s: %w", path, err)
+			return Config{}, nil, fmt.Errorf("config: %s: %w", path, err)
 		}
 	}
 	if err := checkEnv(os.Environ()); err != nil {
-		return Config{}, err
+		return Config{}, nil, err
 	}
 	v.SetEnvPrefix(EnvPrefix)
 	v.SetEnvKeyReplacer(strings.NewReplacer(".", "_"))
@@ -140,25 +156,29 @@ func Load(path string, fs *pflag.FlagSet) (Config, error) {
 		for _, k := range keys() {
 			if f := fs.Lookup(FlagName(k.path)); f != nil && f.Changed {
 				if err := v.BindPFlag(k.path, f); err != nil {
-					return Config{}, fmt.Errorf("config: flag --%s: %w", f.Name, err)
+					return Config{}, nil, fmt.Errorf("config: flag --%s: %w", f.Name, err)
 				}
 			}
 		}
 	}
 	flagAliases, err := peft.fromFlags(fs)
 	if err != nil {
-		return Config{}, err
+		return Config{}, nil, err
 	}
 	for k, val := range flagAliases {
 		v.Set(k, val)
 	}
 	if mlxlm != nil {
 		if err := mlxlm.apply(v); err != nil {
-			return Config{}, err
+			return Config{}, nil, err
 		}
 	}
 	if err := applyObjectivePreset(v); err != nil {
-		return Config{}, err
+		return Config{}, nil, err
+	}
+	// After the preset: the recorded values are already the preset's where it set them.
+	for _, k := range sortedKeys(inh.Values) {
+		v.SetDefault(k, inh.Values[k])
 	}
 	var c Config
 	err = v.Unmarshal(&c, func(dc *mapstructure.DecoderConfig) {
@@ -169,20 +189,20 @@ func Load(path string, fs *pflag.FlagSet) (Config, error) {
 		)
 	})
 	if err != nil {
-		return Config{}, fmt.Errorf("config: %s", cleanDecodeError(err))
+		return Config{}, nil, fmt.Errorf("config: %s", cleanDecodeError(err))
 	}
 	if err := c.resolveMLXLM(mlxlm); err != nil {
-		return Config{}, err
+		return Config{}, nil, err
 	}
 	if note, err := peft.resolve(&c, fs); err != nil {
-		return Config{}, err
+		return Config{}, nil, err
 	} else if note != "" {
 		c.Notes = append(c.Notes, note)
 	}
 	if err := c.Validate(); err != nil {
-		return Config{}, err
+		return Config{}, nil, err
 	}
-	return c, nil
+	return c, v, nil
 }
 
 // cleanDecodeError turns mapstructure's multi-line report into one line.

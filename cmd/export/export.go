@@ -2,20 +2,16 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"slices"
 	"strings"
 
+	"github.com/dgtune/dgtune/internal/cli"
 	"github.com/dgtune/dgtune/lora"
 	dg "github.com/dgtune/dgtune/model/diffusiongemma"
 	"github.com/dgtune/dgtune/mx"
 )
-
-// errInterrupted: SIGINT/SIGTERM arrived before the result was moved into place; nothing
-// was written.
-var errInterrupted = errors.New("interrupted: nothing written")
 
 // exporter carries what every mode needs.
 type exporter struct {
@@ -88,7 +84,7 @@ func (x *exporter) checkAgainstModel(f *lora.AdapterFile) error {
 }
 
 func (x *exporter) writeAdapter(f *lora.AdapterFile, format, base, summary string) error {
-	st, err := newStaging(x.out)
+	st, err := x.stage()
 	if err != nil {
 		return err
 	}
@@ -110,11 +106,34 @@ func (x *exporter) writeAdapter(f *lora.AdapterFile, format, base, summary strin
 	return nil
 }
 
+// stage starts the output in a hidden directory that is removed if the export fails, is
+// interrupted or is abandoned by cli.Main after a signal.
+func (x *exporter) stage() (*staging, error) {
+	if err := x.interrupted(); err != nil {
+		return nil, err
+	}
+	st, err := newStaging(x.out)
+	if err != nil {
+		return nil, err
+	}
+	st.release = cli.OnAbandon(x.ctx, st.abort)
+	return st, nil
+}
+
+// commit moves the output into place unless SIGINT/SIGTERM came first.
 func (x *exporter) commit(st *staging) error {
-	if x.ctx.Err() != nil {
-		return errInterrupted
+	if err := x.interrupted(); err != nil {
+		return err
 	}
 	return st.commit()
+}
+
+// interrupted is cli.Interrupted once a signal has cancelled the export's context.
+func (x *exporter) interrupted() error {
+	if x.ctx.Err() != nil {
+		return cli.Interrupted(x.ctx)
+	}
+	return nil
 }
 
 // checkGeometry checks every adapter tensor against the linears cfg declares (shapes from

@@ -20,5 +20,6 @@ func newCommand() *cobra.Command {
 		Short: "Numerics and tooling: synthetic checkpoints, forward dumps, tokenization, benchmarks",
 	}
 	root.AddCommand(mkmodelCommand(), mkdataCommand(), estimateCommand(), forwardCommand(), tokenizeCommand(), templateCommand(), benchCommand())
-	return root
+	// Every subcommand writes its output atomically or staged, so a signal may drop its work.
+	return cli.Abandonable(root)
 }
