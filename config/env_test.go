@@ -93,15 +93,15 @@ func TestCommandFlags(t *testing.T) {
 		BindFlagsFor(fs, command)
 		return fs
 	}
-	if n, want := countFlags(flags(CommandTrain)), len(Keys()); n != want {
-		t.Errorf("train has %d config flags, want %d (every key)", n, want)
+	if n, want := countFlags(flags(CommandTrain)), len(Keys())+len(peftAliases); n != want {
+		t.Errorf("train has %d config flags, want %d (every key and the PEFT names)", n, want)
 	}
 	for _, tc := range []struct {
 		command  string
 		has, not []string
 	}{
 		{CommandEval, []string{"model", "data", "eval.split", "eval.noise-levels", "max-canvas", "eos-fill", "seed"},
-			[]string{"learning-rate", "iters", "lora-parameters.rank", "adapter-path", "lr-schedule.name"}},
+			[]string{"learning-rate", "iters", "lora-parameters.rank", "adapter-path", "lr-schedule.name", "r", "lora-alpha"}},
 		{CommandExport, []string{"model", "backend", "seed", "adapter-path"},
 			[]string{"data", "eval.split", "learning-rate", "max-canvas"}},
 	} {

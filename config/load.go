@@ -85,34 +85,69 @@ func BindFlags(fs *pflag.FlagSet) {
 			panic(fmt.Sprintf("config: key %s has unsupported type %T", k.path, v))
 		}
 	}
+	// PEFT's names (peft.go), without defaults: unset, the keys' own apply.
+	for _, a := range peftAliases {
+		name := FlagName(a.alias)
+		switch a.typ.Kind() {
+		case reflect.Int:
+			fs.Int(name, 0, a.help)
+		case reflect.Float64:
+			fs.Float64(name, 0, a.help)
+		default:
+			fs.StringSlice(name, nil, a.help)
+		}
+	}
 }
 
 // Load resolves the configuration: defaults, then the YAML file at path (if not
 // empty), then DGTUNE_* environment variables, then the flags of fs that were set.
 func Load(path string, fs *pflag.FlagSet) (Config, error) {
+	c, _, err := LoadInheriting(path, fs, Inherit{})
+	return c, err
+}
+
+// LoadInheriting is Load with one more layer between the defaults and the file: inh's
+// values (an adapter's recorded training settings, for eval). The report says which of
+// them the result took and which the file, the environment or a flag overrode.
+func LoadInheriting(path string, fs *pflag.FlagSet, inh Inherit) (Config, InheritReport, error) {
+	c, v, err := load(path, fs, inh)
+	if err != nil {
+		return Config{}, InheritReport{}, err
+	}
+	return c, inh.report(c, v, path, fs), nil
+}
+
+func load(path string, fs *pflag.FlagSet, inh Inherit) (Config, *viper.Viper, error) {
 	v := viper.New()
 	for _, k := range keys() {
 		v.SetDefault(k.path, k.value)
 	}
 	var mlxlm *mlxlmFile
+	peft := &peftUses{}
 	if path != "" {
 		raw, err := os.ReadFile(path)
 		if err != nil {
-			return Config{}, fmt.Errorf("config: %w", err)
+			return Config{}, nil, fmt.Errorf("config: %w", err)
+		}
+		if err := checkTypes(path, raw); err != nil {
+			return Config{}, nil, err
 		}
 		if raw, mlxlm, err = fromMLXLM(path, raw); err != nil {
-			return Config{}, err
+			return Config{}, nil, err
+		}
+		if raw, err = fromPEFT(path, raw, peft); err != nil {
+			return Config{}, nil, err
 		}
 		if err := checkKeys(path, raw); err != nil {
-			return Config{}, err
+			return Config{}, nil, err
 		}
 		v.SetConfigType("yaml")
 		if err := v.ReadConfig(bytes.NewReader(raw)); err != nil {
-			return Config{}, fmt.Errorf("config: %s: %w", path, err)
+			return Config{}, nil, fmt.Errorf("config: %s: %w", path, err)
 		}
 	}
 	if err := checkEnv(os.Environ()); err != nil {
-		return Config{}, err
+		return Config{}, nil, err
 	}
 	v.SetEnvPrefix(EnvPrefix)
 	v.SetEnvKeyReplacer(strings.NewReplacer(".", "_"))
@@ -121,21 +156,32 @@ func Load(path string, fs *pflag.FlagSet) (Config, error) {
 		for _, k := range keys() {
 			if f := fs.Lookup(FlagName(k.path)); f != nil && f.Changed {
 				if err := v.BindPFlag(k.path, f); err != nil {
-					return Config{}, fmt.Errorf("config: flag --%s: %w", f.Name, err)
+					return Config{}, nil, fmt.Errorf("config: flag --%s: %w", f.Name, err)
 				}
 			}
 		}
 	}
+	flagAliases, err := peft.fromFlags(fs)
+	if err != nil {
+		return Config{}, nil, err
+	}
+	for k, val := range flagAliases {
+		v.Set(k, val)
+	}
 	if mlxlm != nil {
 		if err := mlxlm.apply(v); err != nil {
-			return Config{}, err
+			return Config{}, nil, err
 		}
 	}
 	if err := applyObjectivePreset(v); err != nil {
-		return Config{}, err
+		return Config{}, nil, err
+	}
+	// After the preset: the recorded values are already the preset's where it set them.
+	for _, k := range sortedKeys(inh.Values) {
+		v.SetDefault(k, inh.Values[k])
 	}
 	var c Config
-	err := v.Unmarshal(&c, func(dc *mapstructure.DecoderConfig) {
+	err = v.Unmarshal(&c, func(dc *mapstructure.DecoderConfig) {
 		dc.ErrorUnused = false
 		dc.WeaklyTypedInput = true
 		dc.DecodeHook = mapstructure.ComposeDecodeHookFunc(
@@ -143,15 +189,20 @@ func Load(path string, fs *pflag.FlagSet) (Config, error) {
 		)
 	})
 	if err != nil {
-		return Config{}, fmt.Errorf("config: %s", cleanDecodeError(err))
+		return Config{}, nil, fmt.Errorf("config: %s", cleanDecodeError(err))
 	}
 	if err := c.resolveMLXLM(mlxlm); err != nil {
-		return Config{}, err
+		return Config{}, nil, err
+	}
+	if note, err := peft.resolve(&c, fs); err != nil {
+		return Config{}, nil, err
+	} else if note != "" {
+		c.Notes = append(c.Notes, note)
 	}
 	if err := c.Validate(); err != nil {
-		return Config{}, err
+		return Config{}, nil, err
 	}
-	return c, nil
+	return c, v, nil
 }
 
 // cleanDecodeError turns mapstructure's multi-line report into one line.
@@ -167,7 +218,7 @@ func cleanDecodeError(err error) string {
 func checkKeys(path string, raw []byte) error {
 	var doc map[string]any
 	if err := yaml.Unmarshal(raw, &doc); err != nil {
-		return fmt.Errorf("config: %s: %w", path, err)
+		return parseError(path, raw, err)
 	}
 	known := map[string]bool{}
 	sections := map[string]bool{}
@@ -304,6 +355,22 @@ func (c Config) Validate() error {
 	}
 	if c.SaveEvery < 0 || c.StepsPerEval < 0 {
 		bad("save_every %d and steps_per_eval %d must not be negative", c.SaveEvery, c.StepsPerEval)
+	}
+	if c.NumLayers == 0 || c.NumLayers < -1 {
+		bad("num_layers %d: want -1 (all layers) or a positive number", c.NumLayers)
+	}
+	if c.GradClip < 0 {
+		bad("grad_clip %g: must not be negative (0 = off)", c.GradClip)
+	}
+	if c.MaxPrompt < 0 {
+		bad("max_prompt %d: must not be negative (0 = no limit)", c.MaxPrompt)
+	}
+	// mlx-lm's -1 is the whole split; its 0 scores no batch and reports NaN (0/0 tokens).
+	if c.ValBatches == 0 || c.ValBatches < -1 {
+		bad("val_batches %d: want -1 (the whole valid split) or a positive number", c.ValBatches)
+	}
+	if c.EarlyStoppingPatience < 0 {
+		bad("early_stopping_patience %d: must not be negative (0 = off)", c.EarlyStoppingPatience)
 	}
 	if c.MaxCanvas < 1 {
 		bad("max_canvas %d: must be at least 1", c.MaxCanvas)

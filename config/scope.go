@@ -48,7 +48,13 @@ func BindFlagsFor(fs *pflag.FlagSet, command string) {
 	all := pflag.NewFlagSet(command, pflag.ContinueOnError)
 	BindFlags(all)
 	all.VisitAll(func(f *pflag.Flag) {
-		if Uses(command, strings.ReplaceAll(f.Name, "-", "_")) {
+		key := strings.ReplaceAll(f.Name, "-", "_")
+		for _, a := range peftAliases { // a PEFT name is a flag where its key is
+			if a.alias == key {
+				key = a.key
+			}
+		}
+		if Uses(command, key) {
 			fs.AddFlag(f)
 		}
 	})

@@ -80,7 +80,7 @@ func Load(dir string, opts Options, need Need) (*Dataset, error) {
 		return nil, fmt.Errorf("data: data directory: %w", err)
 	}
 	if !info.IsDir() {
-		return nil, fmt.Errorf("data: data directory %q is not a directory", dir)
+		return nil, NotADirectory(dir)
 	}
 	d := &Dataset{Dir: dir}
 	for _, name := range []string{"train", "valid", "test"} {
@@ -118,6 +118,12 @@ func Load(dir string, opts Options, need Need) (*Dataset, error) {
 		}
 	}
 	return d, nil
+}
+
+// NotADirectory is the error for a data path that names a file: the data is a directory
+// of splits (mlx-lm's --data), and the file's directory is probably the one meant.
+func NotADirectory(path string) error {
+	return fmt.Errorf("data: %s is a file, not a data directory: pass its directory (%s), which holds train, valid and test .jsonl or .parquet", path, filepath.Dir(path))
 }
 
 func isSplit(name string) bool { return name == "train" || name == "valid" || name == "test" }

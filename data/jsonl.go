@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"unicode/utf8"
 )
 
 // readJSONL feeds every non-blank line of a .jsonl file to c.
@@ -42,6 +43,10 @@ func readJSONL(path string, c *collector) error {
 }
 
 func addJSONLine(c *collector, b []byte, line int) error {
+	// encoding/json would replace each bad byte with U+FFFD and train on that.
+	if at := invalidUTF8(b); at >= 0 {
+		return c.bad(line, fmt.Errorf("invalid UTF-8 at byte %d (0x%02x): the file must be UTF-8 text", at+1, b[at]))
+	}
 	var obj jsonRow
 	if err := json.Unmarshal(b, &obj); err != nil {
 		var syn *json.SyntaxError
@@ -55,6 +60,23 @@ func addJSONLine(c *collector, b []byte, line int) error {
 		return c.bad(line, errors.New("row is null, want an object"))
 	}
 	return c.add(obj, line)
+}
+
+// invalidUTF8 returns the offset of the first byte of b that is not part of valid UTF-8,
+// or -1.
+func invalidUTF8(b []byte) int {
+	for i := 0; i < len(b); {
+		if b[i] < utf8.RuneSelf {
+			i++
+			continue
+		}
+		r, n := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && n == 1 {
+			return i
+		}
+		i += n
+	}
+	return -1
 }
 
 // jsonRow is one decoded JSON object, its values left raw so that each feature's type

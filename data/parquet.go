@@ -104,7 +104,11 @@ func (r arrowRow) str(name string) (string, error) {
 	if !ok {
 		return "", fmt.Errorf("%q is %s, want a string", name, r.cols[name].DataType())
 	}
-	return strings.Clone(s.Value(i)), nil
+	v := s.Value(i)
+	if at := invalidUTF8([]byte(v)); at >= 0 {
+		return "", fmt.Errorf("%q is not UTF-8 text: byte %d is 0x%02x", name, at+1, v[at])
+	}
+	return strings.Clone(v), nil
 }
 
 func (r arrowRow) messages(name string) ([]message, error) {

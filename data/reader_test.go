@@ -225,6 +225,11 @@ var jsonlBadRows = []struct{ row, problem string }{
 	{`[1,2]`, `row is an array, want an object`},
 	{`"text"`, `row is a string, want an object`},
 	{`null`, `row is null, want an object`},
+	// Bytes that are not UTF-8 (Latin-1 é, a lone continuation byte, a cut sequence):
+	// encoding/json would read each as U+FFFD.
+	{"{\"prompt\":\"caf\xe9\",\"completion\":\"c\"}", `invalid UTF-8 at byte 15 (0xe9): the file must be UTF-8 text`},
+	{"{\"text\":\"\x80\"}", `invalid UTF-8 at byte 10 (0x80): the file must be UTF-8 text`},
+	{"{\"text\":\"ok \xe2\x82\"}", `invalid UTF-8 at byte 13 (0xe2): the file must be UTF-8 text`},
 }
 
 // Every bad row is reported on its own line (2, after a good line 1) in the exact form
@@ -288,6 +293,13 @@ func TestParquetBadRows(t *testing.T) {
 		{"empty final turn", []ParquetColumn{
 			{Name: "messages", Messages: [][]chat.Message{msgs("user", "q", "model", "")}},
 		}, `row 1: "messages": final assistant turn is empty`},
+		{"completion not UTF-8", []ParquetColumn{
+			{Name: "prompt", Strings: strs("p", "q")},
+			{Name: "completion", Strings: strs("c", "caf\xe9")},
+		}, `row 2: "completion" is not UTF-8 text: byte 4 is 0xe9`},
+		{"message content not UTF-8", []ParquetColumn{
+			{Name: "messages", Messages: [][]chat.Message{msgs("user", "q\xff", "assistant", "a")}},
+		}, `row 1: "messages"[0]: "content" is not UTF-8 text: byte 2 is 0xff`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -461,7 +473,7 @@ func TestLoadDirErrors(t *testing.T) {
 		want string
 	}{
 		{missing, Options{}, `data: data directory "` + missing + `": file does not exist`},
-		{notDir, Options{}, `data: data directory "` + notDir + `" is not a directory`},
+		{notDir, Options{}, `data: ` + notDir + ` is a file, not a data directory: pass its directory (` + filepath.Dir(notDir) + `), which holds train, valid and test .jsonl or .parquet`},
 		{noTrain, Options{}, `data: no train.jsonl or train.parquet in "` + noTrain + `"`},
 		{both, Options{}, `data: both train.jsonl and train.parquet in "` + both + `"; keep one`},
 		{bothValid, Options{}, `data: both valid.jsonl and valid.parquet in "` + bothValid + `"; keep one`},

@@ -1,9 +1,8 @@
 package evaluate
 
 import (
+	"context"
 	"fmt"
-	"github.com/dgtune/dgtune/imageproc"
-	"github.com/schollz/progressbar/v3"
 	"io"
 	"math"
 	"strings"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/dgtune/dgtune/config"
 	"github.com/dgtune/dgtune/data"
+	"github.com/dgtune/dgtune/imageproc"
 	dg "github.com/dgtune/dgtune/model/diffusiongemma"
 	"github.com/dgtune/dgtune/mx"
 	"github.com/dgtune/dgtune/objective"
@@ -69,12 +69,16 @@ type Generation struct {
 
 // Evaluator scores models on a fixed set of cases.
 type Evaluator struct {
-	// Progress, when set, draws progress bars there (a terminal).
+	// Progress, when set, shows how far each pass is: a bar with rate and time left when
+	// Terminal, else a plain line at every tenth.
 	Progress io.Writer
-	Session  *train.Session
-	Config   config.Config
-	Cases    []Case
-	Log      io.Writer
+	Terminal bool
+	// Context, when set, stops Run between examples once it is done (SIGINT), with its error.
+	Context context.Context
+	Session *train.Session
+	Config  config.Config
+	Cases   []Case
+	Log     io.Writer
 	// OnCorruption, when set, sees every corrupted canvas Run scores (run label, noise
 	// level, case) before the model does: the seam that lets a test check that base and
 	// adapter are scored on identical corruptions.
@@ -132,10 +136,13 @@ func (ev *Evaluator) Run(label string, generate bool) (*Metrics, error) {
 	if twoPass {
 		res.TwoPassLoss, res.TwoPassAccuracy = map[string]float64{}, map[string]float64{}
 	}
-	bar := ev.progress(label, len(ev.Config.Eval.NoiseLevels)*len(ev.Cases))
+	bar := newProgress(ev.Progress, ev.Terminal, label+" loss", "ex", len(ev.Config.Eval.NoiseLevels)*len(ev.Cases))
 	for li, t := range ev.Config.Eval.NoiseLevels {
 		var lossSum, count, correct, lossSum2, correct2 float64
 		for i, c := range ev.Cases {
+			if err := ev.stopped(); err != nil {
+				return nil, fmt.Errorf("%s: %w", label, err)
+			}
 			key := mx.Key(e, train.DeriveSeed(ev.Config.Seed, seedNoise, uint64(li), uint64(c.Index), uint64(i)))
 			corr := objective.CorruptAt(key, c.Target, t, vocab)
 			if ev.OnCorruption != nil {
@@ -155,7 +162,7 @@ func (ev *Evaluator) Run(label string, generate bool) (*Metrics, error) {
 				lossSum2 += ls2
 				correct2 += ok2
 			}
-			bar.Add(1)
+			bar.add()
 			lossSum += ls
 			count += n
 			correct += ok
@@ -169,16 +176,19 @@ func (ev *Evaluator) Run(label string, generate bool) (*Metrics, error) {
 			fmt.Fprintf(log, "%s: t=%g two-pass loss %.4f accuracy %.3f\n", label, t, res.TwoPassLoss[levelKey(t)], res.TwoPassAccuracy[levelKey(t)])
 		}
 	}
-	bar.Finish()
+	bar.finish()
 	if !generate {
 		return res, nil
 	}
-	bar = ev.progress(label+" generate", len(ev.Cases))
-	defer bar.Finish()
+	bar = newProgress(ev.Progress, ev.Terminal, label+" generate", "ex", len(ev.Cases))
+	defer bar.finish()
 	var em, f1, steps float64
 	var genTokens int
 	start := time.Now()
 	for i, c := range ev.Cases {
+		if err := ev.stopped(); err != nil {
+			return nil, fmt.Errorf("%s: %w", label, err)
+		}
 		opt := ev.GenerateOptions(c, i)
 		g, err := m.GenerateWithImages(c.Prompt, c.Images, opt)
 		if err != nil {
@@ -195,7 +205,7 @@ func (ev *Evaluator) Run(label string, generate bool) (*Metrics, error) {
 		steps += float64(g.Steps)
 		genTokens += len(g.Tokens)
 		res.Generations = append(res.Generations, gen)
-		bar.Add(1)
+		bar.add()
 	}
 	n := math.Max(float64(len(ev.Cases)), 1)
 	em, f1, steps = em/n, f1/n, steps/n
@@ -327,11 +337,10 @@ func TokenF1(pred, ref string) float64 {
 	return 2 * prec * rec / (prec + rec)
 }
 
-// progress returns a bar on ev.Progress, or a silent one.
-func (ev *Evaluator) progress(label string, n int) *progressbar.ProgressBar {
-	if ev.Progress == nil {
-		return progressbar.NewOptions(n, progressbar.OptionSetWriter(io.Discard))
+// stopped is the error of ev.Context once it is done.
+func (ev *Evaluator) stopped() error {
+	if ev.Context == nil {
+		return nil
 	}
-	return progressbar.NewOptions(n, progressbar.OptionSetWriter(ev.Progress), progressbar.OptionSetDescription(label),
-		progressbar.OptionShowCount(), progressbar.OptionClearOnFinish(), progressbar.OptionThrottle(100*time.Millisecond))
+	return ev.Context.Err()
 }

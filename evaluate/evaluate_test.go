@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -236,8 +237,12 @@ func TestCompareTableJSON(t *testing.T) {
 		}
 	}
 	var buf bytes.Buffer
-	if err := WriteTable(&buf, rows); err != nil {
+	if err := WriteTable(&buf, rows, 17); err != nil {
 		t.Fatal(err)
+	}
+	// The first row is the number of examples, for base and adapter, no delta.
+	if !regexp.MustCompile(`(?m)^│ examples +│ 17 +│ 17 +│ +│$`).MatchString(buf.String()) {
+		t.Errorf("table has no examples row of 17:\n%s", buf.String())
 	}
 	for _, s := range []string{"METRIC", "ADAPTER", "DELTA", "loss @ t=0.5", "1.5000", "-0.5000", "+0.2500"} {
 		if !strings.Contains(strings.ToUpper(buf.String()), strings.ToUpper(s)) {

@@ -229,13 +229,32 @@ func checkFit(f *AdapterFile, dims func(module string) (in, out int, ok bool)) e
 	if len(problems) == 0 {
 		return nil
 	}
-	hint := ""
-	if bad == len(f.Modules) {
-		hint = " (no module fits: the adapter was made for another model geometry or rank)"
-	}
-	return fmt.Errorf("%w: %d of %d modules mismatch at rank %d%s:\n  %s", ErrMismatch, bad, len(f.Modules), r, hint,
-		strings.Join(problems, "\n  "))
+	return &MismatchError{BaseModel: f.Config.BaseModel, Rank: r, Modules: len(f.Modules), BadModules: bad, Problems: problems}
 }
+
+// MismatchError is an adapter that does not fit the model: every offending tensor is in
+// Problems ("NAME: adapter [a b], model [c d]"), but the message names only the base the
+// adapter was trained on and the first: an adapter from another model lists every one of
+// its tensors, one line of kilobytes that hides the cause. It is an ErrMismatch.
+type MismatchError struct {
+	BaseModel           string // the adapter's recorded base_model, "" when it has none
+	Rank                int
+	Modules, BadModules int
+	Problems            []string
+}
+
+func (e *MismatchError) Error() string {
+	trained := "the adapter records no base_model"
+	if e.BaseModel != "" {
+		trained = "the adapter was trained on " + e.BaseModel
+	}
+	if e.BadModules == e.Modules {
+		trained += ", another model geometry or rank"
+	}
+	return fmt.Sprintf("%v: %s; %d of %d modules differ at rank %d, the first %s", ErrMismatch, trained, e.BadModules, e.Modules, e.Rank, e.Problems[0])
+}
+
+func (e *MismatchError) Unwrap() error { return ErrMismatch }
 
 // Config returns the configuration the adapter was built from (keys resolved).
 func (a *Adapter) Config() Config {

@@ -388,17 +388,34 @@ func TestMountMismatch(t *testing.T) {
 			t.Errorf("%s: Mount = %v, %v; want ErrMismatch", tc.name, a, err)
 			continue
 		}
+		var me *MismatchError
+		if !errors.As(err, &me) {
+			t.Errorf("%s: %v is not a *MismatchError", tc.name, err)
+			continue
+		}
+		all := strings.Join(me.Problems, "\n") + fmt.Sprintf("\n%d of %d modules", me.BadModules, me.Modules) + "\n" + err.Error()
 		for _, w := range tc.want {
-			if !strings.Contains(err.Error(), w) {
-				t.Errorf("%s: error lacks %q:\n%v", tc.name, w, err)
+			if !strings.Contains(all, w) {
+				t.Errorf("%s: error lacks %q:\n%v", tc.name, w, all)
 			}
+		}
+		if strings.Contains(err.Error(), "\n") || !strings.Contains(err.Error(), "the first "+me.Problems[0]) {
+			t.Errorf("%s: error is not one line naming the first problem: %q", tc.name, err)
 		}
 		assertSlotsUnchanged(t, m, before)
 	}
-	// The error lists every offender: the small adapter has 41 modules, 82 tensors.
+	// The error keeps every offender (the small adapter has 41 modules, 82 tensors) and
+	// says in one short line which base the adapter was trained on and the first.
+	smallFile.Config.BaseModel = "/models/small"
 	_, err = Mount(m, smallFile)
-	if n := strings.Count(err.Error(), "\n  "); n != 82 {
-		t.Errorf("other geometry: %d listed tensors, want 82", n)
+	var me *MismatchError
+	if !errors.As(err, &me) || len(me.Problems) != 82 {
+		t.Fatalf("other geometry: %v, want 82 problems", err)
+	}
+	want := "lora: mount: adapter does not fit the model: the adapter was trained on /models/small, another model geometry or rank; " +
+		"41 of 41 modules differ at rank 4, the first model.decoder.layers.0.self_attn.q_proj.lora_a: adapter [256 4], model [64 4]"
+	if err.Error() != want {
+		t.Errorf("other geometry:\n got %s\nwant %s", err, want)
 	}
 	if _, err := Mount(m, nil); err == nil {
 		t.Error("Mount(nil) succeeded")

@@ -163,6 +163,8 @@ func newConsoleReporter(w io.Writer, tty bool, start, total int) *consoleReporte
 			progressbar.OptionSetWriter(w),
 			progressbar.OptionSetDescription("train"),
 			progressbar.OptionShowCount(),
+			progressbar.OptionShowIts(), // the README's it/s; the time left is progressbar's [elapsed:left]
+			progressbar.OptionSetItsString("it"),
 			progressbar.OptionSetWidth(24),
 			progressbar.OptionThrottle(100*time.Millisecond),
 			progressbar.OptionClearOnFinish(),

@@ -73,8 +73,10 @@ func (s *Session) LoadSplits(need data.Need) error {
 	if s.Config.Data == "" {
 		return fmt.Errorf("no data: set data in the config or pass --data")
 	}
-	if st, err := os.Stat(s.Config.Data); err != nil || !st.IsDir() {
+	if st, err := os.Stat(s.Config.Data); err != nil {
 		return fmt.Errorf("data directory %q: not found", s.Config.Data)
+	} else if !st.IsDir() {
+		return data.NotADirectory(s.Config.Data)
 	}
 	ds, err := data.Load(s.Config.Data, DataOptions(s.Config), need)
 	if err != nil {

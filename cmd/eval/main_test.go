@@ -286,7 +286,7 @@ func TestEvalBadInput(t *testing.T) {
 		{"empty test split", []string{"--model", model, "--data", emptyData}, filepath.Join(emptyData, "test.jsonl") + " has no examples"},
 		{"no test split", []string{"--model", model, "--data", noTest}, "no test.jsonl or test.parquet"},
 		{"gemma4 checkpoint", []string{"--model", gemma4, "--data", dataDir}, `model_type "gemma4" is the autoregressive Gemma 4`},
-		{"missing model", []string{"--model", filepath.Join(dir, "nope"), "--data", dataDir}, "config.json"},
+		{"missing model", []string{"--model", filepath.Join(dir, "nope"), "--data", dataDir}, "model directory " + filepath.Join(dir, "nope") + " does not exist"},
 		{"missing adapter", []string{"--model", model, "--adapter", filepath.Join(dir, "nope"), "--data", dataDir},
 			`--adapter "` + filepath.Join(dir, "nope") + `": not found`},
 		{"empty adapter directory", []string{"--model", model, "--adapter", emptyData, "--data", dataDir},

@@ -2,20 +2,16 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"slices"
 	"strings"
 
+	"github.com/dgtune/dgtune/internal/cli"
 	"github.com/dgtune/dgtune/lora"
 	dg "github.com/dgtune/dgtune/model/diffusiongemma"
 	"github.com/dgtune/dgtune/mx"
 )
-
-// errInterrupted: SIGINT/SIGTERM arrived before the result was moved into place; nothing
-// was written.
-var errInterrupted = errors.New("interrupted: nothing written")
 
 // exporter carries what every mode needs.
 type exporter struct {
@@ -88,7 +84,7 @@ func (x *exporter) checkAgainstModel(f *lora.AdapterFile) error {
 }
 
 func (x *exporter) writeAdapter(f *lora.AdapterFile, format, base, summary string) error {
-	st, err := newStaging(x.out)
+	st, err := x.stage()
 	if err != nil {
 		return err
 	}
@@ -110,16 +106,39 @@ func (x *exporter) writeAdapter(f *lora.AdapterFile, format, base, summary strin
 	return nil
 }
 
+// stage starts the output in a hidden directory that is removed if the export fails, is
+// interrupted or is abandoned by cli.Main after a signal.
+func (x *exporter) stage() (*staging, error) {
+	if err := x.interrupted(); err != nil {
+		return nil, err
+	}
+	st, err := newStaging(x.out)
+	if err != nil {
+		return nil, err
+	}
+	st.release = cli.OnAbandon(x.ctx, st.abort)
+	return st, nil
+}
+
+// commit moves the output into place unless SIGINT/SIGTERM came first.
 func (x *exporter) commit(st *staging) error {
-	if x.ctx.Err() != nil {
-		return errInterrupted
+	if err := x.interrupted(); err != nil {
+		return err
 	}
 	return st.commit()
 }
 
+// interrupted is cli.Interrupted once a signal has cancelled the export's context.
+func (x *exporter) interrupted() error {
+	if x.ctx.Err() != nil {
+		return cli.Interrupted(x.ctx)
+	}
+	return nil
+}
+
 // checkGeometry checks every adapter tensor against the linears cfg declares (shapes from
-// the tensor table, so no weights are read): A must be [in, r] and B [r, out]. All
-// problems are listed, a few at most, in one error.
+// the tensor table, so no weights are read): A must be [in, r] and B [r, out]. The error
+// (a lora.MismatchError) names the adapter's base_model and the first problem.
 func checkGeometry(cfg *dg.Config, modelDir string, f *lora.AdapterFile) error {
 	geom := map[string][2]int{} // module → [in, out]
 	for _, ts := range dg.ExpectedTensors(cfg) {
@@ -129,27 +148,29 @@ func checkGeometry(cfg *dg.Config, modelDir string, f *lora.AdapterFile) error {
 	}
 	r := f.Rank()
 	var problems []string
+	bad := 0
 	for _, mod := range f.ModuleNames() {
 		w := f.Modules[mod]
 		g, ok := geom[mod]
 		if !ok {
 			problems = append(problems, fmt.Sprintf("%s: the model has no such linear", mod))
+			bad++
 			continue
 		}
+		n := len(problems)
 		if want := []int{g[0], r}; !slices.Equal(w.A.Shape(), want) {
-			problems = append(problems, fmt.Sprintf("%s.lora_a: adapter %v, model wants %v", mod, w.A.Shape(), want))
+			problems = append(problems, fmt.Sprintf("%s.lora_a: adapter %v, model %v", mod, w.A.Shape(), want))
 		}
 		if want := []int{r, g[1]}; !slices.Equal(w.B.Shape(), want) {
-			problems = append(problems, fmt.Sprintf("%s.lora_b: adapter %v, model wants %v", mod, w.B.Shape(), want))
+			problems = append(problems, fmt.Sprintf("%s.lora_b: adapter %v, model %v", mod, w.B.Shape(), want))
+		}
+		if len(problems) > n {
+			bad++
 		}
 	}
 	if len(problems) == 0 {
 		return nil
 	}
-	const show = 4
-	list := problems
-	if len(list) > show {
-		list = append(slices.Clone(list[:show]), fmt.Sprintf("and %d more", len(problems)-show))
-	}
-	return fmt.Errorf("the adapter does not fit the model in %s (%d problems): %s", modelDir, len(problems), strings.Join(list, "; "))
+	return fmt.Errorf("the model in %s: %w", modelDir, &lora.MismatchError{BaseModel: f.Config.BaseModel, Rank: r,
+		Modules: len(f.Modules), BadModules: bad, Problems: problems})
 }

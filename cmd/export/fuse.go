@@ -76,6 +76,9 @@ func (x *exporter) fuse(adapterDir string, dequantize, forceBase bool) error {
 	if err != nil {
 		return err
 	}
+	if err := x.interrupted(); err != nil {
+		return err
+	}
 	fused, fcfg, err := fuseTensors(cfg, raw, f, dequantize)
 	if err != nil {
 		return err
@@ -85,7 +88,7 @@ func (x *exporter) fuse(adapterDir string, dequantize, forceBase bool) error {
 		return err
 	}
 
-	st, err := newStaging(x.out)
+	st, err := x.stage()
 	if err != nil {
 		return err
 	}
@@ -113,6 +116,9 @@ func (x *exporter) fuse(adapterDir string, dequantize, forceBase bool) error {
 		}
 	}
 
+	if err := x.interrupted(); err != nil {
+		return err
+	}
 	diff, scale, effect, err := x.probe(modelDir, st.tmp, f)
 	if err != nil {
 		return err

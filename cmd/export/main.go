@@ -90,8 +90,8 @@ func newCommand() *cobra.Command {
 			default:
 				err = x.convert(o.adapter, o.format)
 			}
-			if errors.Is(err, errInterrupted) {
-				return &cli.ExitError{Code: cli.InterruptCode(cmd.Context()), Err: err}
+			if err != nil && cli.Signalled(cmd.Context()) {
+				return cli.Interrupted(cmd.Context())
 			}
 			return err
 		},
@@ -105,7 +105,7 @@ func newCommand() *cobra.Command {
 	f.BoolVar(&o.dequantize, "dequantize", false, "with --fuse: store the adapted modules unquantized instead of re-quantizing them")
 	f.BoolVar(&o.forceBase, "force-base", false, "with --fuse: fuse into --model even when it is not the adapter's base_model")
 	f.BoolVar(&o.merge, "merge", false, "merge the two adapters (directories or files) given as arguments into one")
-	return cmd
+	return cli.Abandonable(cmd)
 }
 
 // check rejects flag combinations that mean nothing, before anything is loaded.

@@ -539,7 +539,7 @@ func TestBadInput(t *testing.T) {
 		stderr string
 	}{
 		{"fuse another geometry", []string{"--adapter", otherAd, "--model", model, "--fuse", "--force-base"},
-			"mlp.gate_proj.lora_b: adapter [2 96], model wants [2 128]"},
+			"mlp.gate_proj.lora_b: adapter [2 96], model [2 128]"},
 		{"fuse into another base", []string{"--adapter", ad, "--model", noTok, "--fuse"},
 			"--model " + noTok + " is not the adapter's base_model " + model + ": fusing into another base of the same shape gives a model that is neither; pass --force-base"},
 		{"force-base without fuse", []string{"--adapter", ad, "--format", "peft", "--force-base"}, "--force-base only applies to --fuse"},
@@ -554,7 +554,7 @@ func TestBadInput(t *testing.T) {
 		{"adapter without config", []string{"--adapter", noCfg, "--format", "peft"},
 			"neither adapter_config.json nor optiq_lora_config.json"},
 		{"missing model", []string{"--adapter", ad, "--model", filepath.Join(dir, "nope"), "--fuse", "--force-base"},
-			"config.json"},
+			"model directory " + filepath.Join(dir, "nope") + " does not exist"},
 		{"model without tokenizer", []string{"--adapter", ad, "--model", noTok, "--fuse", "--force-base"},
 			"has no tokenizer.json"},
 		{"out not empty", []string{"--adapter", ad, "--format", "peft", "--out", full},

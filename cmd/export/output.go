@@ -16,6 +16,7 @@ type staging struct {
 	out     string
 	tmp     string
 	created string // the outermost parent directory created for out, "" when none
+	release func() // unregisters abort from cli.OnAbandon
 }
 
 // newStaging checks that out is free (absent, or an empty directory) and creates the
@@ -105,6 +106,9 @@ func (s *staging) commit() error {
 		return fmt.Errorf("--out %s: %w", s.out, err)
 	}
 	s.tmp, s.created = "", ""
+	if s.release != nil {
+		s.release()
+	}
 	if d, err := os.Open(filepath.Dir(s.out)); err == nil {
 		d.Sync()
 		d.Close()
@@ -114,6 +118,9 @@ func (s *staging) commit() error {
 
 // abort removes whatever the export wrote; a no-op after commit.
 func (s *staging) abort() {
+	if s.release != nil {
+		s.release()
+	}
 	if s.tmp != "" {
 		os.RemoveAll(s.tmp)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/dgtune/dgtune/internal/cli"
 	"github.com/dgtune/dgtune/lora"
 	dg "github.com/dgtune/dgtune/model/diffusiongemma"
 	"github.com/dgtune/dgtune/mx"
@@ -109,7 +110,11 @@ func benchCommand() *cobra.Command {
 					panic(err)
 				}
 			}
+			ctx := cmd.Context()
 			for i := range warmup {
+				if ctx.Err() != nil {
+					return cli.Interrupted(ctx)
+				}
 				stepOnce(-i) // the first warm-up step draws key 0, as the timed ones draw 1..S
 			}
 			if cpuProfile != "" {
@@ -117,6 +122,13 @@ func benchCommand() *cobra.Command {
 				if err != nil {
 					return fmt.Errorf("--cpuprofile: %w", err)
 				}
+				// An interrupted run's profile is cut short: removed, not left half-written.
+				defer cli.OnAbandon(ctx, func() { os.Remove(cpuProfile) })()
+				defer func() {
+					if ctx.Err() != nil {
+						os.Remove(cpuProfile)
+					}
+				}()
 				defer f.Close()
 				if err := pprof.StartCPUProfile(f); err != nil {
 					return fmt.Errorf("--cpuprofile: %w", err)
@@ -125,6 +137,9 @@ func benchCommand() *cobra.Command {
 			}
 			start, cpu0 := time.Now(), cpuSeconds()
 			for i := 1; i <= steps; i++ {
+				if ctx.Err() != nil {
+					return cli.Interrupted(ctx)
+				}
 				stepOnce(i)
 			}
 			el := time.Since(start).Seconds()

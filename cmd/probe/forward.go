@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/dgtune/dgtune/imageproc"
+	"github.com/dgtune/dgtune/internal/cli"
 	"github.com/dgtune/dgtune/lora"
 	dg "github.com/dgtune/dgtune/model/diffusiongemma"
 	"github.com/dgtune/dgtune/mx"
@@ -104,6 +105,9 @@ func forwardCommand() *cobra.Command {
 				if err := addLoss(result, m, adapter, prompt, srcs, canvas, targetS, corruptS, lo); err != nil {
 					return err
 				}
+			}
+			if cmd.Context().Err() != nil {
+				return cli.Interrupted(cmd.Context())
 			}
 			if err := mx.SaveSafetensors(out, result, map[string]string{"format": "dgtune-probe"}); err != nil {
 				return err

@@ -21,5 +21,6 @@ func newCommand() *cobra.Command {
 		Short: "Numerics and tooling: synthetic checkpoints, forward dumps, tokenization, benchmarks, loss plots",
 	}
 	root.AddCommand(mkmodelCommand(), mkdataCommand(), estimateCommand(), forwardCommand(), tokenizeCommand(), templateCommand(), benchCommand(), plotCommand())
-	return root
+	// Every subcommand writes its output atomically or staged, so a signal may drop its work.
+	return cli.Abandonable(root)
 }

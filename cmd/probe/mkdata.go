@@ -3,12 +3,17 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"math"
+	"math/bits"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/dgtune/dgtune/internal/atomicfile"
+	"github.com/dgtune/dgtune/internal/cli"
 )
 
 // toyTasks are the demo's string transformations; each maps a word to its answer.
@@ -32,6 +37,41 @@ var toyTasks = map[string]func(string, string) string{
 	},
 }
 
+// checkAlphabet refuses an alphabet the tasks cannot use: shift moves by one byte and looks
+// a letter up by its first place, so letters must be single bytes and distinct.
+func checkAlphabet(a string) error {
+	for i := 0; i < len(a); i++ {
+		if a[i] >= 0x80 {
+			return fmt.Errorf("--alphabet %q: letters must be ASCII", a)
+		}
+		if strings.IndexByte(a[:i], a[i]) >= 0 {
+			return fmt.Errorf("--alphabet %q repeats %q", a, a[i])
+		}
+	}
+	return nil
+}
+
+// distinctWords counts the words of length minLen..maxLen over k letters, saturating at
+// the largest uint64.
+func distinctWords(k, minLen, maxLen int) uint64 {
+	var total uint64
+	for n := minLen; n <= maxLen; n++ {
+		c := uint64(1)
+		for range n {
+			if hi, lo := bits.Mul64(c, uint64(k)); hi != 0 {
+				return math.MaxUint64
+			} else {
+				c = lo
+			}
+		}
+		if total+c < total {
+			return math.MaxUint64
+		}
+		total += c
+	}
+	return total
+}
+
 func mkdataCommand() *cobra.Command {
 	var task, alphabet, out string
 	var seed uint64
@@ -50,9 +90,20 @@ func mkdataCommand() *cobra.Command {
 			if out == "" || alphabet == "" || minLen < 1 || maxLen < minLen {
 				return fmt.Errorf("need --out, a non-empty --alphabet and 1 ≤ --min-len ≤ --max-len")
 			}
-			if err := os.MkdirAll(out, 0o755); err != nil {
+			if train < 0 || valid < 0 || test < 0 {
+				return fmt.Errorf("--train %d, --valid %d, --test %d: counts must not be negative", train, valid, test)
+			}
+			if err := checkAlphabet(alphabet); err != nil {
 				return err
 			}
+			// Words are distinct across the three splits, so there must be enough of them;
+			// drawing more than exist would never end.
+			want := train + valid + test
+			if have := distinctWords(len(alphabet), minLen, maxLen); uint64(want) > have {
+				return fmt.Errorf("--train %d + --valid %d + --test %d ask for %d distinct words, but --alphabet %q has only %d of length %d to %d: use more letters, longer words or fewer examples",
+					train, valid, test, want, alphabet, have, minLen, maxLen)
+			}
+			ctx := cmd.Context()
 			rng := rand.New(rand.NewPCG(seed, 0xda7a))
 			seen := map[string]bool{}
 			word := func() string {
@@ -68,18 +119,33 @@ func mkdataCommand() *cobra.Command {
 					}
 				}
 			}
+			// Every file is made in memory first and written only once all are: an
+			// interrupted run writes none of them.
+			files := map[string][]byte{}
 			for _, sp := range []struct {
 				name string
 				n    int
 			}{{"train", train}, {"valid", valid}, {"test", test}} {
 				var sb strings.Builder
 				for range sp.n {
+					if ctx.Err() != nil {
+						return cli.Interrupted(ctx)
+					}
 					w := word()
 					row, _ := json.Marshal(map[string]string{"prompt": task + ": " + w, "completion": fn(w, alphabet)})
 					sb.Write(row)
 					sb.WriteByte('\n')
 				}
-				if err := os.WriteFile(filepath.Join(out, sp.name+".jsonl"), []byte(sb.String()), 0o644); err != nil {
+				files[sp.name+".jsonl"] = []byte(sb.String())
+			}
+			if ctx.Err() != nil {
+				return cli.Interrupted(ctx)
+			}
+			if err := os.MkdirAll(out, 0o755); err != nil {
+				return err
+			}
+			for _, name := range []string{"train.jsonl", "valid.jsonl", "test.jsonl"} {
+				if err := atomicfile.WriteFile(filepath.Join(out, name), files[name]); err != nil {
 					return err
 				}
 			}

@@ -1,12 +1,17 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/dgtune/dgtune/internal/atomicfile"
+	"github.com/dgtune/dgtune/internal/cli"
 
 	dg "github.com/dgtune/dgtune/model/diffusiongemma"
 	"github.com/dgtune/dgtune/mx"
@@ -70,7 +75,7 @@ func mkmodelCommand() *cobra.Command {
 					if q != nil {
 						cfg.TextConfig.Dtype = "bfloat16"
 					}
-					if err := dg.WriteCheckpoint(out, cfg, nil, nil); err != nil {
+					if err := writeStaged(cmd.Context(), out, func(dir string) error { return dg.WriteCheckpoint(dir, cfg, nil, nil) }); err != nil {
 						return err
 					}
 					fmt.Fprintf(w, "wrote %s (config only, bits %s; --sharded writes the weights)\n", out, bits)
@@ -105,7 +110,11 @@ func mkmodelCommand() *cobra.Command {
 					return fmt.Errorf("--sharded writes text-only checkpoints; drop --vision")
 				}
 				start := time.Now()
-				st, err := dg.WriteSyntheticShards(out, cfg, seed, bits, tj)
+				var st dg.ShardStats
+				err := writeStaged(cmd.Context(), out, func(dir string) (err error) {
+					st, err = dg.WriteSyntheticShards(dir, cfg, seed, bits, tj)
+					return err
+				})
 				if err != nil {
 					return err
 				}
@@ -121,7 +130,7 @@ func mkmodelCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if err := dg.WriteCheckpoint(out, cfg, weights, tj); err != nil {
+			if err := writeStaged(cmd.Context(), out, func(dir string) error { return dg.WriteCheckpoint(dir, cfg, weights, tj) }); err != nil {
 				return err
 			}
 			fmt.Fprintf(w, "wrote %s (bits %s, seed %d)\n", out, bits, seed)
@@ -162,4 +171,40 @@ func overrideGeometry(cfg *dg.Config, window, layers, canvas int) error {
 		return fmt.Errorf("geometry overrides: %w", err)
 	}
 	return nil
+}
+
+// writeStaged runs write on a hidden directory beside out and moves what it wrote into
+// out (created if need be, files of the same name replaced) only once all of it is
+// written: an error, SIGINT or SIGTERM leaves out as it was.
+func writeStaged(ctx context.Context, out string, write func(dir string) error) error {
+	out = filepath.Clean(out)
+	parent := filepath.Dir(out)
+	if err := os.MkdirAll(parent, 0o755); err != nil {
+		return fmt.Errorf("--out %s: %w", out, err)
+	}
+	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(out)+".tmp-")
+	if err != nil {
+		return fmt.Errorf("--out %s: %w", out, err)
+	}
+	defer os.RemoveAll(tmp)
+	defer cli.OnAbandon(ctx, func() { os.RemoveAll(tmp) })()
+	if err := write(tmp); err != nil {
+		return err
+	}
+	if ctx.Err() != nil {
+		return cli.Interrupted(ctx)
+	}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return fmt.Errorf("--out %s: %w", out, err)
+	}
+	entries, err := os.ReadDir(tmp)
+	if err != nil {
+		return fmt.Errorf("--out %s: %w", out, err)
+	}
+	for _, e := range entries {
+		if err := os.Rename(filepath.Join(tmp, e.Name()), filepath.Join(out, e.Name())); err != nil {
+			return fmt.Errorf("--out %s: %w", out, err)
+		}
+	}
+	return atomicfile.SyncDir(out)
 }

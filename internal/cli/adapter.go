@@ -60,6 +60,24 @@ func RecordedBase(adapter string) string {
 	return ac.PEFTBase
 }
 
+// RecordedTraining reads the training settings an adapter records (the "training" object
+// train writes into adapter_config.json) and the file's path; nil when there are none
+// (PEFT adapters, other tools') or the file cannot be read.
+func RecordedTraining(adapter string) (map[string]any, string) {
+	path := filepath.Join(AdapterDir(adapter), lora.ConfigFile)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, path
+	}
+	var ac struct {
+		Training map[string]any `json:"training"`
+	}
+	if json.Unmarshal(b, &ac) != nil {
+		return nil, path
+	}
+	return ac.Training, path
+}
+
 // ErrBaseNotFound: the adapter's recorded base model is not on this machine.
 var ErrBaseNotFound = errors.New("base model not found")
 

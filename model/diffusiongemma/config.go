@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -760,6 +761,25 @@ func parseConfig(data []byte) (*Config, error) {
 	return &c, nil
 }
 
+// hubID matches a Hugging Face Hub repository id (owner/name), which a user may pass as
+// a model as they would to transformers or mlx-lm.
+var hubID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$`)
+
+// missingModel explains a model directory that does not exist; for a Hub id, that nothing
+// is downloaded here. It is an fs.ErrNotExist.
+func missingModel(dir string) error {
+	if hubID.MatchString(dir) && !strings.Contains(dir, "..") {
+		return notExist(fmt.Sprintf("diffusiongemma: model %s is not a directory here; it looks like a Hugging Face Hub id, and nothing is downloaded here: download it first (hf download %s --local-dir DIR) and pass that directory", dir, dir))
+	}
+	return notExist("diffusiongemma: model directory " + dir + " does not exist")
+}
+
+// notExist is a message that is an fs.ErrNotExist without saying so twice.
+type notExist string
+
+func (e notExist) Error() string { return string(e) }
+func (e notExist) Unwrap() error { return fs.ErrNotExist }
+
 // LoadConfig reads DIR/config.json and, if present, DIR/generation_config.json, which then
 // replaces any generation config embedded in config.json (see the package documentation).
 // The result is validated.
@@ -767,6 +787,9 @@ func LoadConfig(dir string) (*Config, error) {
 	path := filepath.Join(dir, "config.json")
 	data, err := os.ReadFile(path)
 	if err != nil {
+		if _, serr := os.Stat(dir); errors.Is(serr, fs.ErrNotExist) {
+			return nil, missingModel(dir)
+		}
 		return nil, fmt.Errorf("diffusiongemma: read config: %w", err)
 	}
 	c, err := parseConfig(data)

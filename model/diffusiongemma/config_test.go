@@ -835,8 +835,28 @@ func TestParseConfigBadInput(t *testing.T) {
 
 func TestLoadConfigErrors(t *testing.T) {
 	missing := filepath.Join(t.TempDir(), "nope")
-	if _, err := LoadConfig(missing); err == nil || !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), "read config") {
+	if _, err := LoadConfig(missing); err == nil || !errors.Is(err, fs.ErrNotExist) || err.Error() != "diffusiongemma: model directory "+missing+" does not exist" {
 		t.Errorf("LoadConfig(missing dir) = %v, want a wrapped not-exist error", err)
+	}
+	// A Hugging Face Hub id that is not a directory here: nothing is downloaded.
+	t.Chdir(t.TempDir())
+	for _, id := range []string{"google/diffusiongemma-26b-a4b-it", "mlx-community/DiffusionGemma-26B-A4B-it-4bit"} {
+		want := "diffusiongemma: model " + id + " is not a directory here; it looks like a Hugging Face Hub id, and nothing is downloaded here: download it first (hf download " + id + " --local-dir DIR) and pass that directory"
+		if _, err := LoadConfig(id); err == nil || !errors.Is(err, fs.ErrNotExist) || err.Error() != want {
+			t.Errorf("LoadConfig(%q) = %v\nwant %s", id, err, want)
+		}
+	}
+	for _, notID := range []string{"models/a/b", "../x", "./x"} {
+		if _, err := LoadConfig(notID); err == nil || strings.Contains(err.Error(), "Hub") {
+			t.Errorf("LoadConfig(%q) = %v, want a missing directory, not a Hub id", notID, err)
+		}
+	}
+	// An existing directory without config.json is not a Hub id either.
+	if err := os.MkdirAll("google/gemma", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadConfig("google/gemma"); err == nil || !strings.Contains(err.Error(), "read config") {
+		t.Errorf("LoadConfig(existing dir without config.json) = %v, want read config", err)
 	}
 	tests := []struct {
 		name  string
