@@ -97,7 +97,7 @@ func run(cmd *cobra.Command, fl flags) error {
 		if err != nil {
 			return err
 		}
-		if err := g.Mount(f, fl.adapter, model, trained); err != nil {
+		if err := g.Mount(f, fl.adapter, model); err != nil {
 			return err
 		}
 		adapter = &trained
