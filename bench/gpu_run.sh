@@ -13,7 +13,8 @@
 # and the checkpoints SCRATCH/{small,bench}-{4,0} and SCRATCH/real-4 (probe mkmodel; the real one
 # ~14 GB). Each item runs in its own process under its own timeout; RESULTS/<item>.txt holds its
 # command, output and "#rc=… seconds=…"; an item already done (rc 0) is skipped, so the script can
-# be re-run after an interruption. ITEMS picks groups (default: all but pack).
+# be re-run after an interruption; RESULTS/all.txt collects every item's JSON and output tail. ITEMS
+# picks groups: smoke parity demo bench real peer (default: all).
 set -u
 S=$1; R=$2; B=$S/bin
 mkdir -p "$R"
@@ -26,6 +27,8 @@ item() { # item NAME TIMEOUT CMD...
   local t=$(date +%s.%N)
   { echo "# $*"; timeout --kill-after=10 "$l" "$@" 2>&1; echo "#rc=$? seconds=$(python3 -c "import time;print(round(time.time()-$t,2))")"; } > $R/$n.txt
   echo "[measure +$(( $(date +%s) - T0 ))s] $n: $(tail -1 $R/$n.txt) $(grep -h '^{' $R/$n.txt | tail -1 | cut -c1-220)"
+  # One file that holds every item too: the device returns only a few files per call.
+  { echo "## $n"; grep -h '^{' $R/$n.txt | tail -1; tail -c 1500 $R/$n.txt; } >> $R/all.txt
 }
 if want smoke; then
   item probe-help 60 $B/probe-mlx bench --help
