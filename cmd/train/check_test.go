@@ -279,3 +279,26 @@ func TestOutputsCheckedFirst(t *testing.T) {
 		assertNothingWritten(t, f.adapters)
 	}
 }
+
+// A --json file in adapter_path itself is accepted before the run makes that folder (the
+// distributed tests and users write the result next to the adapter); one under a file is
+// refused before any work.
+func TestJSONInNewAdapterPath(t *testing.T) {
+	f := newFixture(t)
+	out := filepath.Join(f.dir, "new-run")
+	p := filepath.Join(out, "result.json")
+	code, _, stderr := runMain("--config", f.config(t, ""), "--adapter-path", out, "--json", p)
+	if code != 0 {
+		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("no result: %v", err)
+	}
+	file := writeFile(t, filepath.Join(f.dir, "file"), "x")
+	under := filepath.Join(file, "run")
+	code, stdout, stderr := runMain("--config", f.config(t, ""), "--adapter-path", under, "--json", filepath.Join(under, "r.json"))
+	want := "train: --json: cannot write " + filepath.Join(under, "r.json") + ": not a directory\n"
+	if code != 1 || stdout != "" || stderr != want {
+		t.Errorf("exit %d, stdout %q, stderr %q; want 1 and %q", code, stdout, stderr, want)
+	}
+}

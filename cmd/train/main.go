@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -45,7 +47,7 @@ func newCommand() *cobra.Command {
 			// Outputs are checked before the work: a --json path that cannot be written
 			// fails now, not after training.
 			if jsonPath != "" {
-				if err := atomicfile.CheckWritable(jsonPath); err != nil {
+				if err := checkJSONPath(jsonPath, cfg.AdapterPath, dryRun); err != nil {
 					return fmt.Errorf("--json: %w", err)
 				}
 			}
@@ -78,6 +80,24 @@ func newCommand() *cobra.Command {
 	cmd.Flags().Bool("dry-run", false, "check the settings, model and data (token lengths, rows over max_prompt/max_canvas/the model's positions, the largest step's memory) and stop: nothing is trained or written")
 	cmd.Flags().Int("launch", 0, "run N ranks of a distributed run on this machine (ring backend on localhost, mlx engine)")
 	return cmd
+}
+
+// checkJSONPath checks that the --json file can be written when the run ends. A file in
+// adapter_path itself is fine before that folder exists: the run makes it first (a dry
+// run makes nothing, so there the folder must already be there).
+func checkJSONPath(jsonPath, adapterPath string, dryRun bool) error {
+	dir, err := filepath.Abs(filepath.Dir(jsonPath))
+	if err != nil {
+		return err
+	}
+	adapterDir, err := filepath.Abs(adapterPath)
+	if err != nil {
+		return err
+	}
+	if _, err := os.Stat(dir); !dryRun && errors.Is(err, fs.ErrNotExist) && dir == adapterDir {
+		return atomicfile.CheckDirCreatable(dir)
+	}
+	return atomicfile.CheckWritable(jsonPath)
 }
 
 func printResult(w io.Writer, r *train.Result, jsonPath string) error {

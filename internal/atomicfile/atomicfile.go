@@ -8,9 +8,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
+	"syscall"
 )
 
 // WriteFile writes data to path atomically with mode 0644.
@@ -105,4 +107,40 @@ func CheckWritable(path string) error {
 	name := tmp.Name()
 	tmp.Close()
 	return os.Remove(name)
+}
+
+// CheckDirCreatable reports, before any work is done, whether os.MkdirAll(dir) and then
+// Write into it will succeed: dir's nearest existing ancestor must be a directory that
+// takes a new file (tried as CheckWritable tries one).
+func CheckDirCreatable(dir string) error {
+	d := filepath.Clean(dir)
+	for {
+		st, err := os.Stat(d)
+		if err == nil {
+			if !st.IsDir() {
+				return fmt.Errorf("cannot make %s: %s is not a directory", dir, d)
+			}
+			tmp, err := os.CreateTemp(d, ".dgtune-probe-*")
+			if err != nil {
+				var pe *os.PathError
+				if errors.As(err, &pe) {
+					err = pe.Err
+				}
+				return fmt.Errorf("cannot make %s: %s: %w", dir, d, err)
+			}
+			name := tmp.Name()
+			tmp.Close()
+			return os.Remove(name)
+		}
+		// A missing component, or one that is a file (ENOTDIR): look further up, where
+		// the file shows as what it is.
+		if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR) {
+			return fmt.Errorf("cannot make %s: %w", dir, err)
+		}
+		parent := filepath.Dir(d)
+		if parent == d {
+			return fmt.Errorf("cannot make %s: no existing ancestor", dir)
+		}
+		d = parent
+	}
 }

@@ -76,3 +76,38 @@ func TestCheckWritable(t *testing.T) {
 		}
 	}
 }
+
+func TestCheckDirCreatable(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "file")
+	if err := os.WriteFile(file, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name, dir, want string
+	}{
+		{"existing", dir, ""},
+		{"two levels to make", filepath.Join(dir, "a", "b"), ""},
+		{"under a file", filepath.Join(file, "a", "b"), "cannot make " + filepath.Join(file, "a", "b") + ": " + file + " is not a directory"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			err := CheckDirCreatable(c.dir)
+			if c.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := os.Stat(filepath.Join(dir, "a")); err == nil {
+					t.Fatal("CheckDirCreatable made a directory")
+				}
+				return
+			}
+			if err == nil || err.Error() != c.want {
+				t.Fatalf("error %v, want %q", err, c.want)
+			}
+		})
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 1 {
+		t.Errorf("%s holds %v after the checks, want only the file", dir, entries)
+	}
+}
