@@ -1,37 +1,17 @@
 package main
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/dgtune/dgtune/internal/cli/clitest"
 )
-
-// syncBuffer is a bytes.Buffer a child process writes while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestEvalSignals runs the built command on a split long enough to take tens of seconds,
 // signals it once it is scoring, and checks that it stops within a second with 130 or
@@ -41,14 +21,7 @@ func TestEvalSignals(t *testing.T) {
 		t.Skip("builds the command and runs it as a child process")
 	}
 	dir := t.TempDir()
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
-	}
-	bin := filepath.Join(dir, "eval")
-	if out, err := exec.Command(goBin, "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := clitest.Build(t, dir, "eval")
 	data := filepath.Join(dir, "data")
 	var rows strings.Builder
 	for i := range 3000 {
@@ -72,49 +45,20 @@ func TestEvalSignals(t *testing.T) {
 	}{{syscall.SIGINT, "SIGINT", 130}, {syscall.SIGTERM, "SIGTERM", 143}} {
 		t.Run(tc.name, func(t *testing.T) {
 			jsonPath := filepath.Join(dir, tc.name+".json")
-			var stdout, stderr syncBuffer
 			cmd := exec.Command(bin, "--model", model, "--data", data, "--backend", "go", "--max-canvas", "8", "--eos-fill", "--json", jsonPath)
-			cmd.Stdout, cmd.Stderr = &stdout, &stderr
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
+			scoring := func(stderr string) bool { return strings.Contains(stderr, "base loss ") } // the first progress line
+			r := clitest.Interrupt(t, cmd, tc.sig, scoring, 0)
+			if r.Took > time.Second {
+				t.Errorf("eval took %v to stop after %s, want under a second", r.Took, tc.name)
 			}
-			done := make(chan error, 1)
-			go func() { done <- cmd.Wait() }()
-			deadline := time.Now().Add(60 * time.Second)
-			for !strings.Contains(stderr.String(), "base loss ") { // the first progress line
-				select {
-				case err := <-done:
-					t.Fatalf("eval exited before the signal: %v\n%s", err, stderr.String())
-				case <-time.After(20 * time.Millisecond):
-				}
-				if time.Now().After(deadline) {
-					cmd.Process.Kill()
-					t.Fatalf("eval made no progress:\n%s", stderr.String())
-				}
+			if r.Code != tc.code {
+				t.Fatalf("exit %d, want %d\n%s", r.Code, tc.code, r.Stderr)
 			}
-			sent := time.Now()
-			if err := cmd.Process.Signal(tc.sig); err != nil {
-				t.Fatal(err)
-			}
-			select {
-			case err = <-done:
-			case <-time.After(10 * time.Second):
-				cmd.Process.Kill()
-				t.Fatalf("eval did not exit after %s\n%s", tc.name, stderr.String())
-			}
-			if took := time.Since(sent); took > time.Second {
-				t.Errorf("eval took %v to stop after %s, want under a second", took, tc.name)
-			}
-			var ee *exec.ExitError
-			if !errors.As(err, &ee) || ee.ExitCode() != tc.code {
-				t.Fatalf("exit %v, want %d\n%s", err, tc.code, stderr.String())
-			}
-			lines := strings.Split(strings.TrimSuffix(stderr.String(), "\n"), "\n")
-			if last, want := lines[len(lines)-1], "eval: interrupted by "+tc.name+"; nothing written"; last != want {
+			if last, want := clitest.LastLine(r.Stderr), "eval: interrupted by "+tc.name+"; nothing written"; last != want {
 				t.Errorf("last stderr line %q, want %q", last, want)
 			}
-			if stdout.String() != "" {
-				t.Errorf("stdout %q, want nothing", stdout.String())
+			if r.Stdout != "" {
+				t.Errorf("stdout %q, want nothing", r.Stdout)
 			}
 			if _, err := os.Stat(jsonPath); !os.IsNotExist(err) {
 				t.Errorf("--json %s was written (%v)", jsonPath, err)

@@ -1,17 +1,15 @@
 package main
 
 import (
-	"bytes"
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/dgtune/dgtune/internal/cli/clitest"
 	"github.com/dgtune/dgtune/lora"
 	dg "github.com/dgtune/dgtune/model/diffusiongemma"
 	"github.com/dgtune/dgtune/mx/mxtest"
@@ -35,50 +33,20 @@ func TestExportSignal(t *testing.T) {
 		*c = *p
 	})
 	writeAdapter(t, e, model, ad, lora.Config{Rank: 4, Scale: 2}, 7, 0.05)
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
-	}
-	bin := filepath.Join(dir, "export")
-	if out, err := exec.Command(goBin, "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := clitest.Build(t, dir, "export")
 	out := filepath.Join(dir, "fused")
-	var stdout, stderr bytes.Buffer
-	cmd := exec.Command(bin, "--adapter", ad, "--fuse", "--dequantize", "--out", out)
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+	r := clitest.Interrupt(t, exec.Command(bin, "--adapter", ad, "--fuse", "--dequantize", "--out", out), syscall.SIGINT, clitest.After(700*time.Millisecond), 0)
+	if r.Took > time.Second {
+		t.Errorf("took %v to stop, want under a second", r.Took)
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		t.Fatalf("exited before the signal (%v): the fuse is too short for this test\n%s", err, stderr.String())
-	case <-time.After(700 * time.Millisecond):
+	if r.Code != 130 {
+		t.Fatalf("exit %d, want 130\n%s", r.Code, r.Stderr)
 	}
-	sent := time.Now()
-	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err = <-done:
-	case <-time.After(10 * time.Second):
-		cmd.Process.Kill()
-		t.Fatalf("did not exit after SIGINT\n%s", stderr.String())
-	}
-	if took := time.Since(sent); took > time.Second {
-		t.Errorf("took %v to stop, want under a second", took)
-	}
-	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.ExitCode() != 130 {
-		t.Fatalf("exit %v, want 130\n%s", err, stderr.String())
-	}
-	if got := strings.TrimSuffix(stderr.String(), "\n"); got != "export: interrupted by SIGINT; nothing written" {
+	if got := strings.TrimSuffix(r.Stderr, "\n"); got != "export: interrupted by SIGINT; nothing written" {
 		t.Errorf("stderr %q", got)
 	}
-	if stdout.Len() > 0 {
-		t.Errorf("stdout %q, want nothing", stdout.String())
+	if r.Stdout != "" {
+		t.Errorf("stdout %q, want nothing", r.Stdout)
 	}
 	if _, err := os.Stat(out); !os.IsNotExist(err) {
 		t.Errorf("%s exists after the interrupt (%v)", out, err)

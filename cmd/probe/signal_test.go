@@ -1,17 +1,16 @@
 package main
 
 import (
-	"bytes"
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/dgtune/dgtune/internal/cli/clitest"
 )
 
 // TestMkdataImpossibleSizes: more distinct words than the alphabet and lengths allow is
@@ -55,14 +54,7 @@ func TestProbeSignals(t *testing.T) {
 		t.Skip("builds the command and runs it as a child process")
 	}
 	dir := t.TempDir()
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
-	}
-	bin := filepath.Join(dir, "probe")
-	if out, err := exec.Command(goBin, "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := clitest.Build(t, dir, "probe")
 	small := filepath.Join(dir, "small")
 	if out, err := exec.Command(bin, "mkmodel", "--preset", "small", "--seed", "1", "--out", small).CombinedOutput(); err != nil {
 		t.Fatalf("mkmodel: %v\n%s", err, out)
@@ -87,38 +79,15 @@ func TestProbeSignals(t *testing.T) {
 		{"mkmodel SIGINT", []string{"mkmodel", "--preset", "bench", "--seed", "1", "--bits", "4", "--out", model}, syscall.SIGINT, 300 * time.Millisecond, 130, model},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var stdout, stderr bytes.Buffer
-			cmd := exec.Command(bin, tc.args...)
-			cmd.Stdout, cmd.Stderr = &stdout, &stderr
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
+			r := clitest.Interrupt(t, exec.Command(bin, tc.args...), tc.sig, clitest.After(tc.after), 0)
+			if r.Took > time.Second {
+				t.Errorf("took %v to stop, want under a second", r.Took)
 			}
-			done := make(chan error, 1)
-			go func() { done <- cmd.Wait() }()
-			select {
-			case err := <-done:
-				t.Fatalf("exited before the signal (%v): the work is too short for this test\n%s", err, stderr.String())
-			case <-time.After(tc.after):
-			}
-			sent := time.Now()
-			if err := cmd.Process.Signal(tc.sig); err != nil {
-				t.Fatal(err)
-			}
-			select {
-			case err = <-done:
-			case <-time.After(10 * time.Second):
-				cmd.Process.Kill()
-				t.Fatalf("did not exit after the signal\n%s", stderr.String())
-			}
-			if took := time.Since(sent); took > time.Second {
-				t.Errorf("took %v to stop, want under a second", took)
-			}
-			var ee *exec.ExitError
-			if !errors.As(err, &ee) || ee.ExitCode() != tc.code {
-				t.Fatalf("exit %v, want %d\n%s", err, tc.code, stderr.String())
+			if r.Code != tc.code {
+				t.Fatalf("exit %d, want %d\n%s", r.Code, tc.code, r.Stderr)
 			}
 			name := map[int]string{130: "SIGINT", 143: "SIGTERM"}[tc.code]
-			if got, want := strings.TrimSuffix(stderr.String(), "\n"), "probe: interrupted by "+name+"; nothing written"; got != want {
+			if got, want := strings.TrimSuffix(r.Stderr, "\n"), "probe: interrupted by "+name+"; nothing written"; got != want {
 				t.Errorf("stderr %q, want %q", got, want)
 			}
 			if _, err := os.Stat(tc.absent); !os.IsNotExist(err) {
