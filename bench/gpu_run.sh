@@ -14,7 +14,10 @@
 # ~14 GB). Each item runs in its own process under its own timeout; RESULTS/<item>.txt holds its
 # command, output and "#rc=… seconds=…"; an item already done (rc 0) is skipped, so the script can
 # be re-run after an interruption; RESULTS/all.txt collects every item's JSON and output tail. ITEMS
-# picks groups: smoke parity demo bench real peer (default: all).
+# picks groups: smoke parity demo bench real peer (default: all), and route (the real geometry's
+# bf16 step with MLX's quantized kernels, DGTUNE_MLX_QUANTIZED=kernel, against the engine's
+# default). BENCH_DTYPES (default "float32 bfloat16") and GO16=0 (skip the go engine) narrow bench;
+# REAL_DTYPES (default "bfloat16 float32") narrows real.
 set -u
 S=$1; R=$2; B=$S/bin
 mkdir -p "$R"
@@ -35,8 +38,8 @@ if want smoke; then
   item tiny-forward 120 $B/probe-mlx bench --model demo/base --prompt-len 16 --canvas-len 16 --steps 3 --backend mlx --json
 fi
 if want parity; then
-  ( cd mx/mlxeng && item parity-mlxeng-tf32off 300 env MLX_ENABLE_TF32=0 $B/mlxeng.test -test.count=1 -test.skip 'Distributed' )
-  ( cd mx/mlxeng && item parity-mlxeng-tf32on 300 $B/mlxeng.test -test.count=1 -test.skip 'Distributed' -test.run 'Parity|Grad' )
+  ( cd mx/mlxeng && item parity-mlxeng-tf32off 300 env MLX_ENABLE_TF32=0 $B/mlxeng.test -test.count=1 -test.v -test.skip 'Distributed' )
+  ( cd mx/mlxeng && item parity-mlxeng-tf32on 300 $B/mlxeng.test -test.count=1 -test.v -test.skip 'Distributed' -test.run 'Parity|Grad' )
   ( cd model/diffusiongemma && item parity-model-tf32off 300 env MLX_ENABLE_TF32=0 $B/dg.test -test.count=1 -test.run 'MLX' -test.v )
   ( cd model/diffusiongemma && item parity-model-tf32on 300 $B/dg.test -test.count=1 -test.run 'MLX' -test.v )
 fi
@@ -48,26 +51,53 @@ if want bench; then
   for p in small bench; do
     case $p in small) g="64 64";; bench) g="128 256";; esac; read pl cl <<<"$g"
     for b in 4 0; do
-      for dt in float32 bfloat16; do
+      for dt in ${BENCH_DTYPES:-float32 bfloat16}; do
         item mlx-$p-bits$b-$dt 240 $B/probe-mlx bench --backend mlx --model $S/$p-$b --prompt-len $pl --canvas-len $cl --steps 10 --warmup 2 --compute-dtype $dt --json
       done
-      item go16-$p-bits$b 240 env GOMAXPROCS=16 $B/probe-go bench --model $S/$p-$b --prompt-len $pl --canvas-len $cl --steps 3 --json
+      [ "${GO16:-1}" = 0 ] || item go16-$p-bits$b 240 env GOMAXPROCS=16 $B/probe-go bench --model $S/$p-$b --prompt-len $pl --canvas-len $cl --steps 3 --json
     done
   done
 fi
 if want real; then
-  for dt in bfloat16 float32; do
+  for dt in ${REAL_DTYPES:-bfloat16 float32}; do
     item mlx-real-128x256-$dt 420 $B/probe-mlx bench --backend mlx --model $S/real-4 --prompt-len 128 --canvas-len 256 --steps 5 --warmup 2 --compute-dtype $dt --json
   done
   item mlx-real-2048x256-bf16-ckpt 420 $B/probe-mlx bench --backend mlx --model $S/real-4 --prompt-len 2048 --canvas-len 256 --steps 3 --warmup 1 --compute-dtype bfloat16 --grad-checkpoint --json
   item estimate-real-128x256 60 $B/probe-go estimate --model $S/real-4 --prompt-len 128 --canvas-len 256 --json
   item estimate-real-2048x256-ckpt 60 $B/probe-go estimate --model $S/real-4 --prompt-len 2048 --canvas-len 256 --grad-checkpoint --json
 fi
+if want knobs; then
+  # MLX-CUDA's launch path: CUDA graphs of up to 100 ops on Hopper (MLX_MAX_OPS_PER_BUFFER), or none.
+  for p in ${KNOB_PRESETS:-bench small}; do
+    case $p in small) g="64 64";; bench) g="128 256";; esac; read pl cl <<<"$g"
+    for k in graphs-default:MLX_USE_CUDA_GRAPHS=1 graphs-off:MLX_USE_CUDA_GRAPHS=0 ops-1000:MLX_MAX_OPS_PER_BUFFER=1000 ops-20:MLX_MAX_OPS_PER_BUFFER=20; do
+      item mlx-$p-bits4-bfloat16-${k%%:*} 120 env ${k#*:} $B/probe-mlx bench --backend mlx --model $S/$p-4 --prompt-len $pl --canvas-len $cl --steps 10 --warmup 2 --compute-dtype bfloat16 --json
+    done
+  done
+fi
+if want compiled; then
+  # The compiled step (--compile) against the uncompiled one, at each launch setting, then the
+  # real geometry with the best of them. LAUNCH names the real runs' env (default: the engine's).
+  for p in bench small; do
+    case $p in small) g="64 64";; bench) g="128 256";; esac; read pl cl <<<"$g"
+    for k in default:MLX_USE_CUDA_GRAPHS=1 ops-20:MLX_MAX_OPS_PER_BUFFER=20 graphs-off:MLX_USE_CUDA_GRAPHS=0; do
+      item mlx-$p-bits4-bfloat16-compiled-${k%%:*} 120 env ${k#*:} $B/probe-mlx bench --backend mlx --model $S/$p-4 --prompt-len $pl --canvas-len $cl --steps 10 --warmup 2 --compute-dtype bfloat16 --compile --json
+    done
+  done
+  for k in ${REAL_LAUNCH:-ops-20:MLX_MAX_OPS_PER_BUFFER=20 graphs-off:MLX_USE_CUDA_GRAPHS=0}; do
+    item mlx-real-128x256-bfloat16-compiled-${k%%:*} 300 env ${k#*:} $B/probe-mlx bench --backend mlx --model $S/real-4 --prompt-len 128 --canvas-len 256 --steps 5 --warmup 2 --compute-dtype bfloat16 --compile --json
+    item mlx-real-128x256-bfloat16-${k%%:*} 300 env ${k#*:} $B/probe-mlx bench --backend mlx --model $S/real-4 --prompt-len 128 --canvas-len 256 --steps 3 --warmup 1 --compute-dtype bfloat16 --json
+  done
+  item mlx-real-2048x256-bf16-ckpt-compiled 300 env ${REAL_BEST:-MLX_MAX_OPS_PER_BUFFER=20} $B/probe-mlx bench --backend mlx --model $S/real-4 --prompt-len 2048 --canvas-len 256 --steps 3 --warmup 1 --compute-dtype bfloat16 --grad-checkpoint --compile --json
+fi
+if want route; then
+  item mlx-real-128x256-bfloat16-kernel 420 env DGTUNE_MLX_QUANTIZED=kernel $B/probe-mlx bench --backend mlx --model $S/real-4 --prompt-len 128 --canvas-len 256 --steps 3 --warmup 1 --compute-dtype bfloat16 --json
+fi
 if want peer; then
-  for attn in sdpa eager; do
+  for attn in ${PEER_REAL_ATTN:-sdpa eager}; do
     item peer-real-128x256-$attn 420 python3 bench/peer_hf.py --model ${REAL_CONFIG:-$S/real-4/config.json} --prompt-len 128 --canvas-len 256 --steps 5 --device cuda --dtype bfloat16 --attn-implementation $attn --json
   done
-  for p in small bench; do
+  for p in ${PEER_PRESETS:-small bench}; do
     case $p in small) g="64 64";; bench) g="128 256";; esac; read pl cl <<<"$g"
     for attn in sdpa eager; do
       item peer-$p-$attn 300 python3 bench/peer_hf.py --model $S/$p-0 --prompt-len $pl --canvas-len $cl --steps 10 --device cuda --dtype bfloat16 --attn-implementation $attn --json

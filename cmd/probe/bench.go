@@ -7,6 +7,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -35,6 +36,17 @@ type BenchResult struct {
 	CPUMsPerStep    float64 `json:"cpu_ms_per_step"`
 	Threads         int     `json:"threads"`
 	ComputeDType    string  `json:"compute_dtype"`
+	Compiled        bool    `json:"compiled"`
+	// GraphMsPerStep is the part of a step spent before its one evaluation: drawing the
+	// noise and building the forward, backward and update graphs (on the mlx engine the
+	// rest is MLX running them; on the go engine the work happens while building).
+	GraphMsPerStep float64 `json:"graph_ms_per_step"`
+	// LoadSeconds is the time to open the engine and load the checkpoint (to arrays the
+	// engine holds, evaluated by the warm-up step at the latest).
+	LoadSeconds float64 `json:"load_seconds"`
+	// WarmupSeconds is the warm-up steps' wall time (the first step also traces and, on
+	// MLX-CUDA, compiles kernels and CUDA graphs).
+	WarmupSeconds float64 `json:"warmup_seconds"`
 	// The engine's own allocator counters (mlx engine), over the whole run: the peak
 	// includes the weights and the warm-up step.
 	Device          string `json:"device,omitempty"`
@@ -48,7 +60,7 @@ func benchCommand() *cobra.Command {
 	var modelDir, backend, cpuProfile, computeDType string
 	var memoryLimitGB float64
 	var promptLen, canvasLen, steps, rank, warmup int
-	var asJSON, gradCheckpoint bool
+	var asJSON, gradCheckpoint, compileStep bool
 	cmd := &cobra.Command{
 		Use:   "bench --model DIR --prompt-len N --canvas-len L --steps S [--backend go|mlx] [--rank R] [--grad-checkpoint] --json",
 		Short: "Time LoRA training steps (forward, backward through encoder and decoder, AdamW update)",
@@ -63,6 +75,7 @@ func benchCommand() *cobra.Command {
 			if warmup < 0 {
 				return fmt.Errorf("--warmup must be at least 0")
 			}
+			loadStart := time.Now()
 			e, err := train.OpenEngine(backend, computeDType, memoryLimitGB)
 			if err != nil {
 				return err
@@ -94,22 +107,74 @@ func benchCommand() *cobra.Command {
 			}
 			ex := objective.Example{Prompt: ids(promptLen), Target: ids(canvasLen)}
 			obj := objective.Reference(0.4, 0.8)
+			names := sortedKeys(a.Params())
+			var compiled func([]*mx.Array) []*mx.Array
+			if compileStep {
+				// The loss and its gradients, traced once and replayed: the step's data
+				// (ids, weights, normaliser) and the parameters are the inputs.
+				var release func()
+				compiled, release = mx.Compile(e, func(in []*mx.Array) []*mx.Array {
+					traced := optim.Params{}
+					for i, n := range names {
+						traced[n] = in[i]
+					}
+					loss, g, err := optim.ValueAndGrad(traced, a.SetParams, func() *mx.Array {
+						return objective.DenseLoss(m, in[len(names):])
+					})
+					if err != nil {
+						panic(err)
+					}
+					out := []*mx.Array{loss}
+					for _, n := range names {
+						out = append(out, g[n])
+					}
+					return out
+				})
+				defer release()
+			}
+			var graphTime time.Duration
 			stepOnce := func(i int) {
+				began := time.Now()
 				c := obj.Draw(mx.Key(e, uint64(i)), ex.Target, vocab)
 				params := optim.Params(a.Params())
-				_, g, err := optim.ValueAndGrad(params, a.SetParams, func() *mx.Array {
-					loss, _ := objective.BatchLoss([]objective.Terms{obj.ExampleTerms(m, ex, c)})
-					return loss
-				})
-				if err != nil {
-					panic(err)
+				var g optim.Params
+				if compiled != nil {
+					d, err := obj.DenseInputs(e, ex, c, obj.Count(c))
+					if err != nil {
+						panic(err)
+					}
+					in := make([]*mx.Array, 0, len(names)+5)
+					for _, n := range names {
+						in = append(in, params[n])
+					}
+					outs := compiled(append(in, d.Arrays()...))
+					// A trace leaves its own arrays installed; the step's are put back.
+					if err := a.SetParams(params); err != nil {
+						panic(err)
+					}
+					g = optim.Params{}
+					for j, n := range names {
+						g[n] = outs[1+j]
+					}
+				} else {
+					var err error
+					_, g, err = optim.ValueAndGrad(params, a.SetParams, func() *mx.Array {
+						loss, _ := objective.BatchLoss([]objective.Terms{obj.ExampleTerms(m, ex, c)})
+						return loss
+					})
+					if err != nil {
+						panic(err)
+					}
 				}
 				updated := opt.Update(params, g)
+				graphTime += time.Since(began)
 				mx.Eval(values(updated)...)
 				if err := a.SetParams(updated); err != nil {
 					panic(err)
 				}
 			}
+			loadSeconds := time.Since(loadStart).Seconds()
+			warmStart := time.Now()
 			ctx := cmd.Context()
 			for i := range warmup {
 				if ctx.Err() != nil {
@@ -117,6 +182,7 @@ func benchCommand() *cobra.Command {
 				}
 				stepOnce(-i) // the first warm-up step draws key 0, as the timed ones draw 1..S
 			}
+			warmupSeconds := time.Since(warmStart).Seconds()
 			if cpuProfile != "" {
 				f, err := os.Create(cpuProfile)
 				if err != nil {
@@ -135,6 +201,7 @@ func benchCommand() *cobra.Command {
 				}
 				defer pprof.StopCPUProfile()
 			}
+			graphTime = 0
 			start, cpu0 := time.Now(), cpuSeconds()
 			for i := 1; i <= steps; i++ {
 				if ctx.Err() != nil {
@@ -153,7 +220,8 @@ func benchCommand() *cobra.Command {
 				PeakRSSBytes: train.PeakRSS(), TrainableParams: n, Backend: e.Name(),
 				PromptLen: promptLen, CanvasLen: canvasLen, Steps: steps, Rank: rank,
 				GradCheckpoint: gradCheckpoint, Threads: runtime.GOMAXPROCS(0), CPUMsPerStep: 1000 * cpu / float64(steps),
-				ComputeDType: dt.String(),
+				ComputeDType: dt.String(), Compiled: compileStep, GraphMsPerStep: 1000 * graphTime.Seconds() / float64(steps),
+				LoadSeconds: loadSeconds, WarmupSeconds: warmupSeconds,
 			}
 			if d, ok := mx.Device(e); ok {
 				res.Device = d.Kind
@@ -188,6 +256,7 @@ func benchCommand() *cobra.Command {
 	f.IntVar(&warmup, "warmup", 1, "untimed steps before the timed ones")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object")
 	f.BoolVar(&gradCheckpoint, "grad-checkpoint", false, "recompute each layer in the backward pass (config grad_checkpoint)")
+	f.BoolVar(&compileStep, "compile", false, "compile the loss and gradient (mlx engine: mlx_compile; the go engine runs it as is)")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the timed steps to this file")
 	f.StringVar(&computeDType, "compute-dtype", "float32", "float32, or bfloat16 (mlx engine; config compute_dtype)")
 	f.Float64Var(&memoryLimitGB, "memory-limit-gb", 0, "mlx engine allocator limit in GiB (0 = the engine's default; config memory_limit_gb)")
@@ -199,5 +268,14 @@ func values(p optim.Params) []*mx.Array {
 	for _, a := range p {
 		out = append(out, a)
 	}
+	return out
+}
+
+func sortedKeys(p map[string]*mx.Array) []string {
+	out := make([]string, 0, len(p))
+	for n := range p {
+		out = append(out, n)
+	}
+	slices.Sort(out)
 	return out
 }

@@ -169,6 +169,9 @@ type Engine struct {
 	// differentiating; the value_and_grad that asked re-raises it. Touched only on the
 	// home thread, which runs every value_and_grad.
 	recomputeFailed any
+
+	// quantized is how quantized products are computed (see dequant.go).
+	quantized quantizedRoute
 }
 
 // array is the engine's handle: one mlx_array reference plus the shape and dtype,
@@ -184,6 +187,9 @@ type array struct {
 // cudaGraphCacheSize is the MLX_CUDA_GRAPH_CACHE_SIZE the engine sets when the user has
 // not: room for the graphs of many batch shapes (see newEngine).
 const cudaGraphCacheSize = 100000
+
+// cudaOpsPerGraph is the MLX_MAX_OPS_PER_BUFFER the engine sets on Linux (see newEngine).
+const cudaOpsPerGraph = 20
 
 // open makes the engine once per process: MLX's error handler and default device are
 // process-wide.
@@ -211,6 +217,22 @@ func newEngine() (*Engine, error) {
 	if _, set := os.LookupEnv("MLX_CUDA_GRAPH_CACHE_SIZE"); !set {
 		os.Setenv("MLX_CUDA_GRAPH_CACHE_SIZE", strconv.Itoa(cudaGraphCacheSize))
 	}
+	// MLX-CUDA multiplies float32 matrices in TF32 (10-bit mantissas) unless told not
+	// to: on the H200 that moved the tiny model's float32 logits by 0.04 and LoRA
+	// gradients by 5 % from the go engine's (tolerance 2e-3). compute_dtype float32
+	// means float32, as in PyTorch (whose allow_tf32 is off by default), so TF32 is off
+	// unless the user turns it on; bfloat16 compute is unaffected.
+	if _, set := os.LookupEnv("MLX_ENABLE_TF32"); !set {
+		os.Setenv("MLX_ENABLE_TF32", "0")
+	}
+	// MLX-CUDA launches its kernels as CUDA graphs of up to 100 ops on Hopper and
+	// updates each graph every step; with 20 ops a graph the H200 ran the real 26B-A4B
+	// geometry's bf16 step in 753 ms instead of 1037 ms, the bench preset's in 64 ms
+	// instead of 110 ms (bench/results/gpu-lease2.txt). Metal reads the same variable
+	// for its command buffers, so it is left alone on macOS.
+	if _, set := os.LookupEnv("MLX_MAX_OPS_PER_BUFFER"); !set && runtime.GOOS != "darwin" {
+		os.Setenv("MLX_MAX_OPS_PER_BUFFER", strconv.Itoa(cudaOpsPerGraph))
+	}
 	C.mlxeng_install_handler()
 	e := &Engine{device: "cpu", home: make(chan func())}
 	var g C.int
@@ -224,6 +246,7 @@ func newEngine() (*Engine, error) {
 	if err := <-started; err != nil {
 		return nil, fmt.Errorf("mlx: open engine: %w", err)
 	}
+	e.quantized = chooseQuantizedRoute(e.device)
 	if e.device == "gpu" {
 		// MLX's own limit is 95 % of the card; start well inside it (callers may set
 		// another with mx.SetMemoryLimit).

@@ -148,6 +148,9 @@ func (e *Engine) QuantizedMatmul(hx, hw, hs, hb mx.Handle, transpose bool, p mx.
 		defer e.free(out)
 		return e.reshape(out, out.shape[1:])
 	}
+	if transpose && e.quantized == routeDequant {
+		return e.dequantLinear(x, wq, s, b, p)
+	}
 	gs, bits, mode := qargs(p)
 	defer C.free(unsafe.Pointer(mode))
 	return e.op("quantized_matmul", func(res *C.mlx_array) C.int {
@@ -166,12 +169,17 @@ func (e *Engine) GatherQMM(hx, hw, hs, hb, hi mx.Handle, transpose bool, p mx.Qu
 	defer e.free(x3)
 	rhs := e.reshape(idx, lead)
 	defer e.free(rhs)
-	gs, bits, mode := qargs(p)
-	defer C.free(unsafe.Pointer(mode))
-	var lhs C.mlx_array
-	out := e.op("gather_qmm", func(res *C.mlx_array) C.int {
-		return C.mlx_gather_qmm(res, x3.c, wq.c, s.c, b.c, lhs, rhs.c, C.bool(transpose), gs, bits, mode, C.bool(sorted), e.stream)
-	})
+	var out *array
+	if transpose && e.quantized == routeDequant {
+		out = e.dequantGather(x3, wq, s, b, rhs, p, sorted)
+	} else {
+		gs, bits, mode := qargs(p)
+		defer C.free(unsafe.Pointer(mode))
+		var lhs C.mlx_array
+		out = e.op("gather_qmm", func(res *C.mlx_array) C.int {
+			return C.mlx_gather_qmm(res, x3.c, wq.c, s.c, b.c, lhs, rhs.c, C.bool(transpose), gs, bits, mode, C.bool(sorted), e.stream)
+		})
+	}
 	defer e.free(out)
 	return e.reshape(out, append(slices.Clone(lead), out.shape[len(out.shape)-1]))
 }

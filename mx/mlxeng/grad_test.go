@@ -149,7 +149,9 @@ func gradCases() []gradCase {
 				return weighted(mx.GatherQMM(a[0], wq, s, b, idx, true, 32, 4, true), 272)
 			}},
 		// x and the expert stack both get gradients; expert 3 has no rows.
-		gradCase{"gather_mm", func(e mx.Engine) []*mx.Array { return []*mx.Array{rf(e, 273, 2, 3, 8), rf(e, 274, 4, 8, 5)} },
+		// N = 8: MLX-CUDA v0.32.1's unsorted gather_mm backward fails with "misaligned
+		// address" for N = 5 (seen on the H200), and the CUDA context is lost with it.
+		gradCase{"gather_mm", func(e mx.Engine) []*mx.Array { return []*mx.Array{rf(e, 273, 2, 3, 8), rf(e, 274, 4, 8, 8)} },
 			func(a []*mx.Array) *mx.Array {
 				idx := mx.FromInt32(a[0].Engine(), []int32{2, 0, 1, 1, 2, 0}, 2, 3)
 				return weighted(mx.GatherMM(a[0], a[1], idx, false), 275)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/dgtune/dgtune/mx"
@@ -613,11 +614,17 @@ func randomCases() []parityCase {
 // inputs and compares dtypes, shapes and values.
 func TestParity(t *testing.T) {
 	g, m := engines(t)
+	onGPU := m.(interface{ Device() string }).Device() == "gpu"
 	groups := [][]parityCase{creationCases(), unaryCases(), binaryCases(), castCases(), shapeCases(),
 		reductionCases(), linalgCases(), fastCases(), quantCases(), randomCases()}
 	for _, cases := range groups {
 		for _, c := range cases {
 			t.Run(c.name, func(t *testing.T) {
+				if onGPU && strings.HasSuffix(c.name, "/float64") {
+					// MLX's GPU backends have no float64 ("astype: float64 is not supported
+					// on the GPU"; seen on the H200), and the failure would stop the suite.
+					t.Skip("float64 arrays are CPU-only in MLX")
+				}
 				want := c.run(g)
 				var got []*mx.Array
 				mx.Tidy(m, func() []*mx.Array {

@@ -1,0 +1,58 @@
+//go:build mlx
+
+package mlxeng
+
+// #include "mlx/c/mlx.h"
+import "C"
+
+import (
+	"runtime/cgo"
+	"sync"
+
+	"github.com/dgtune/dgtune/mx"
+)
+
+// Compile implements mx.Compiler with mlx.compile over a closure that calls f. MLX
+// calls the closure to trace (on the first call and on each new set of input shapes),
+// so the closure owns its handle for as long as MLX keeps it; release frees the compiled
+// closure, which erases its traces from MLX's compile cache.
+func (e *Engine) Compile(f func([]mx.Handle) []mx.Handle) (func([]mx.Handle) []mx.Handle, func()) {
+	call := &vgCall{e: e, f: f, keepShape: true}
+	id := cgo.NewHandle(call)
+	cl := ownedClosure(uintptr(id))
+	if cl.ctx == nil {
+		id.Delete()
+		panic(&Error{Op: "compile", Msg: "could not make the closure"})
+	}
+	compiled := C.mlx_closure_new()
+	e.run("compile", func() C.int { return C.mlx_compile(&compiled, cl, false) })
+	C.mlx_closure_free(cl) // the compiled closure holds its own copy
+	var once sync.Once
+	release := func() {
+		once.Do(func() { e.atHome(func() { C.mlx_closure_free(compiled) }) })
+	}
+	apply := func(args []mx.Handle) []mx.Handle {
+		in := vector(args)
+		defer C.mlx_vector_array_free(in)
+		outs := C.mlx_vector_array_new()
+		defer C.mlx_vector_array_free(outs)
+		var err error
+		e.atHome(func() {
+			err = e.try("compile", func() C.int { return C.mlx_closure_apply(&outs, compiled, in) })
+		})
+		if failed := call.failed; failed != nil {
+			call.failed = nil
+			panic(failed)
+		}
+		if err != nil {
+			panic(err)
+		}
+		arrs := e.unpack("compile", outs)
+		res := make([]mx.Handle, len(arrs))
+		for i, a := range arrs {
+			res[i] = a
+		}
+		return res
+	}
+	return apply, release
+}

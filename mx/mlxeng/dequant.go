@@ -1,0 +1,202 @@
+//go:build mlx
+
+package mlxeng
+
+/*
+#include <stdlib.h>
+#include "mlx/c/mlx.h"
+
+// mlxeng_dq is what a dequantizing linear's closures need: the quantization, whether
+// the forward keeps MLX's quantized kernel, and the stream.
+typedef struct {
+	int gs, bits;
+	int gather;        // 1: x [rows, 1, K] by rhs-indexed experts (gather_mm), 0: x·Wᵀ
+	int sorted;        // gather: rows come grouped by expert
+	int kernel_fwd;    // linear: the forward stays quantized_matmul (bf16/f16 activations)
+	mlx_stream s;
+} mlxeng_dq;
+
+static int mlxeng_dq_weight(mlx_array* res, const mlx_vector_array in, const mlxeng_dq* q, mlx_dtype dt) {
+	mlx_array w = mlx_array_new(), sc = mlx_array_new(), b = mlx_array_new(), none = {0};
+	int rc = mlx_vector_array_get(&w, in, 1) || mlx_vector_array_get(&sc, in, 2) || mlx_vector_array_get(&b, in, 3);
+	if (rc == 0) {
+		mlx_optional_int gs = {q->gs, true}, bits = {q->bits, true};
+		mlx_optional_dtype odt = {dt, true};
+		rc = mlx_dequantize(res, w, sc, b, gs, bits, "affine", none, odt, q->s);
+	}
+	mlx_array_free(w);
+	mlx_array_free(sc);
+	mlx_array_free(b);
+	return rc;
+}
+
+// mlxeng_dq_forward: inputs [x, w, scales, biases(, rhs)] → [y].
+static int mlxeng_dq_forward(mlx_vector_array* res, const mlx_vector_array in, void* payload) {
+	const mlxeng_dq* q = (const mlxeng_dq*)payload;
+	mlx_array x = mlx_array_new(), wd = mlx_array_new(), wt = mlx_array_new(), y = mlx_array_new();
+	mlx_array rhs = mlx_array_new(), none = {0};
+	int rc = mlx_vector_array_get(&x, in, 0);
+	if (rc == 0 && !q->gather && q->kernel_fwd) {
+		mlx_array w = mlx_array_new(), sc = mlx_array_new(), b = mlx_array_new();
+		rc = mlx_vector_array_get(&w, in, 1) || mlx_vector_array_get(&sc, in, 2) || mlx_vector_array_get(&b, in, 3);
+		mlx_optional_int gs = {q->gs, true}, bits = {q->bits, true};
+		if (rc == 0) {
+			rc = mlx_quantized_matmul(&y, x, w, sc, b, true, gs, bits, "affine", q->s);
+		}
+		mlx_array_free(w);
+		mlx_array_free(sc);
+		mlx_array_free(b);
+	} else if (rc == 0) {
+		rc = mlxeng_dq_weight(&wd, in, q, mlx_array_dtype(x)) || mlx_swapaxes(&wt, wd, -1, -2, q->s);
+		if (rc == 0 && q->gather) {
+			rc = mlx_vector_array_get(&rhs, in, 4) || mlx_gather_mm(&y, x, wt, none, rhs, q->sorted, q->s);
+		} else if (rc == 0) {
+			rc = mlx_matmul(&y, x, wt, q->s);
+		}
+	}
+	if (rc == 0) {
+		rc = mlx_vector_array_set_data(res, &y, 1);
+	}
+	mlx_array_free(x);
+	mlx_array_free(wd);
+	mlx_array_free(wt);
+	mlx_array_free(y);
+	mlx_array_free(rhs);
+	return rc;
+}
+
+// mlxeng_dq_vjp: the input gradient g·W through the dequantized weight and a float
+// matmul (gather_mm for experts); the other inputs (the frozen weight, its quantization,
+// the indices) get zeros, which nothing asks for.
+static int mlxeng_dq_vjp(mlx_vector_array* res, const mlx_vector_array primals, const mlx_vector_array cots, const mlx_vector_array outs, void* payload) {
+	const mlxeng_dq* q = (const mlxeng_dq*)payload;
+	size_t n = mlx_vector_array_size(primals);
+	mlx_array g = mlx_array_new(), wd = mlx_array_new(), dx = mlx_array_new(), rhs = mlx_array_new(), none = {0};
+	int rc = mlx_vector_array_get(&g, cots, 0) || mlxeng_dq_weight(&wd, primals, q, mlx_array_dtype(g));
+	if (rc == 0 && q->gather) {
+		rc = mlx_vector_array_get(&rhs, primals, 4) || mlx_gather_mm(&dx, g, wd, none, rhs, q->sorted, q->s);
+	} else if (rc == 0) {
+		rc = mlx_matmul(&dx, g, wd, q->s);
+	}
+	// res arrives without storage (mlx-c's closure makes it empty): set it in one go.
+	mlx_array grads[8];
+	size_t made = 0;
+	if (rc == 0 && n <= 8) {
+		grads[made++] = dx;
+		for (size_t i = 1; rc == 0 && i < n; i++) {
+			mlx_array p = mlx_array_new();
+			grads[made] = mlx_array_new();
+			rc = mlx_vector_array_get(&p, primals, i) || mlx_zeros_like(&grads[made], p, q->s);
+			made++;
+			mlx_array_free(p);
+		}
+		if (rc == 0) {
+			rc = mlx_vector_array_set_data(res, grads, n);
+		}
+	} else if (rc == 0) {
+		rc = 1;
+	}
+	for (size_t i = 1; i < made; i++) {
+		mlx_array_free(grads[i]);
+	}
+	mlx_array_free(g);
+	mlx_array_free(wd);
+	mlx_array_free(dx);
+	mlx_array_free(rhs);
+	return rc;
+}
+
+// mlxeng_dq_apply applies the custom-VJP function to inputs, writing its one output.
+// Each closure owns a copy of the parameters, freed with the last copy of the closure
+// (MLX keeps the VJP until the backward pass has used it).
+static int mlxeng_dq_apply(mlx_array* res, const mlx_vector_array in, mlxeng_dq q) {
+	mlxeng_dq* pf = malloc(sizeof q);
+	mlxeng_dq* pv = malloc(sizeof q);
+	if (pf == NULL || pv == NULL) {
+		free(pf);
+		free(pv);
+		return 1;
+	}
+	*pf = q;
+	*pv = q;
+	mlx_closure fwd = mlx_closure_new_func_payload(mlxeng_dq_forward, pf, free);
+	mlx_closure_custom vjp = mlx_closure_custom_new_func_payload(mlxeng_dq_vjp, pv, free);
+	mlx_closure f = mlx_closure_new();
+	mlx_vector_array out = mlx_vector_array_new();
+	int rc = mlx_custom_vjp(&f, fwd, vjp) || mlx_closure_apply(&out, f, in) || mlx_vector_array_get(res, out, 0);
+	mlx_vector_array_free(out);
+	mlx_closure_free(f);
+	mlx_closure_custom_free(vjp);
+	mlx_closure_free(fwd);
+	return rc;
+}
+*/
+import "C"
+
+import (
+	"os"
+	"runtime"
+
+	"github.com/dgtune/dgtune/mx"
+)
+
+// Quantized products on MLX's CUDA backend. Its fast quantized kernels (qmm_sm90,
+// qmm_sm80) need transpose=true and bf16/f16 activations, so the input gradient g·W of
+// every frozen quantized linear (transpose=false) and every float32 product run in the
+// naive kernel, and gather_qmm runs each of its rows as its own one-row problem. The
+// engine therefore differentiates quantized linears itself on CUDA: dx is g times the
+// weight dequantized on the fly (a transient, freed once used), through cuBLAS or
+// gather_mm's grouped GEMM; experts' forward products take the same route. Metal and
+// the CPU keep MLX's quantized kernels and MLX's own VJP.
+
+// quantizedRoute is how the engine computes quantized products.
+type quantizedRoute int
+
+const (
+	routeKernel  quantizedRoute = iota // MLX's quantized kernels and VJPs
+	routeDequant                       // dequantize on the fly for the products that lack a fast kernel
+)
+
+// quantizedRouteEnv overrides the default route ("kernel" or "dequant"), for measuring
+// one against the other.
+const quantizedRouteEnv = "DGTUNE_MLX_QUANTIZED"
+
+// chooseQuantizedRoute is dequant on CUDA (a GPU not on macOS), kernel elsewhere, unless
+// the environment names one.
+func chooseQuantizedRoute(device string) quantizedRoute {
+	switch os.Getenv(quantizedRouteEnv) {
+	case "kernel":
+		return routeKernel
+	case "dequant":
+		return routeDequant
+	}
+	if device == "gpu" && runtime.GOOS != "darwin" {
+		return routeDequant
+	}
+	return routeKernel
+}
+
+// dequantLinear is x·Wᵀ for a packed W [N, K] on the dequant route.
+func (e *Engine) dequantLinear(x, wq, s, b *array, p mx.QuantParams) *array {
+	half := x.dt == mx.BFloat16 || x.dt == mx.Float16
+	q := C.mlxeng_dq{gs: C.int(p.GroupSize), bits: C.int(p.Bits), kernel_fwd: cbool(half), s: e.stream}
+	in := vector([]mx.Handle{x, wq, s, b})
+	defer C.mlx_vector_array_free(in)
+	return e.op("quantized_matmul", func(res *C.mlx_array) C.int { return C.mlxeng_dq_apply(res, in, q) })
+}
+
+// dequantGather is gather_qmm(x3 [rows, 1, K], W [E, N, K] packed, rhs [rows]) with
+// transpose on the dequant route: [rows, 1, N].
+func (e *Engine) dequantGather(x3, wq, s, b, rhs *array, p mx.QuantParams, sorted bool) *array {
+	q := C.mlxeng_dq{gs: C.int(p.GroupSize), bits: C.int(p.Bits), gather: 1, sorted: cbool(sorted), s: e.stream}
+	in := vector([]mx.Handle{x3, wq, s, b, rhs})
+	defer C.mlx_vector_array_free(in)
+	return e.op("gather_qmm", func(res *C.mlx_array) C.int { return C.mlxeng_dq_apply(res, in, q) })
+}
+
+func cbool(b bool) C.int {
+	if b {
+		return 1
+	}
+	return 0
+}
