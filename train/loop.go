@@ -404,7 +404,7 @@ func modelParams(m *dg.Model) int64 {
 // LoRAConfig maps the config onto the adapter's shape.
 func LoRAConfig(cfg config.Config) lora.Config {
 	p := cfg.LoRAParameters
-	return lora.Config{Rank: p.Rank, Scale: p.Scale, Dropout: p.Dropout, Keys: p.Keys, NumLayers: cfg.NumLayers, Encoder: p.Encoder}
+	return lora.Config{Rank: p.Rank, Scale: p.Scale, Dropout: p.Dropout, Keys: p.Keys, NumLayers: cfg.NumLayers, Encoder: p.Encoder, Init: p.Init}
 }
 
 func newOptimizer(cfg config.Config, params map[string]*mx.Array) (optim.Optimizer, error) {
@@ -688,6 +688,11 @@ func (r *run) stepArrays(ctx context.Context, step int) (float64, int64, error) 
 	for m := range micros {
 		batch, pos := r.it.Next()
 		r.state.Position = pos
+		var coin *bool // self_conditioning_draw step: one coin for the micro-batch, on every rank
+		if r.cfg.SelfConditioningDraw == config.DrawPerStep {
+			c := r.s.Objective.Coin(mx.Key(e, DeriveSeed(r.cfg.Seed, seedTrainCoin, uint64(step), uint64(m))))
+			coin = &c
+		}
 		for b, p := range batch {
 			if !r.c.mine(b) {
 				continue
@@ -696,6 +701,9 @@ func (r *run) stepArrays(ctx context.Context, step int) (float64, int64, error) 
 			key := mx.Key(e, DeriveSeed(r.cfg.Seed, seedTrainNoise, uint64(step), uint64(m), uint64(b)))
 			choice := mx.Key(e, DeriveSeed(r.cfg.Seed, seedTrainChoice, uint64(step), uint64(m), uint64(b)))
 			c := r.s.Objective.DrawExample(key, choice, p.Target, r.s.Model.Config.TextConfig.VocabSize)
+			if coin != nil {
+				c.SelfCond = *coin
+			}
 			mb := &micros[m]
 			mb.index = append(mb.index, b)
 			mb.examples = append(mb.examples, ex)
@@ -709,6 +717,7 @@ func (r *run) stepArrays(ctx context.Context, step int) (float64, int64, error) 
 	if err != nil {
 		return 0, 0, err
 	}
+	counts = shareDenominators(counts, r.cfg.LossNormalization)
 	var lossSum float64
 	for m, mb := range micros {
 		if len(mb.examples) == 0 {
@@ -783,6 +792,33 @@ func (r *run) stepArrays(ctx context.Context, step int) (float64, int64, error) 
 		return 0, 0, err
 	}
 	return loss, tokens, nil
+}
+
+// shareDenominators turns the global counts of each micro-batch m of a step — counts[2m]
+// scored canvas positions, counts[2m+1] encoder next-token pairs, over every rank — into the
+// denominators of its examples' shares (objective.ShareLoss). The step's gradient is the
+// mean of its micro-batches' (optim.Accumulator), so a term normalised over the whole step
+// divides by the step's count over the number of micro-batches M: the mean of the
+// micro-batches' Σ/(N/M) is Σ over the step / N. The encoder's pairs are always counted over
+// the step (NeMo AutoModel's num_ar_tokens); the denoising positions per micro-batch
+// (loss_normalization micro_batch, mlx-lm's mean of micro-batch losses) or over the step
+// (step, NeMo's num_diffusion_tokens). A step that scores nothing divides by 1 (over M).
+func shareDenominators(counts []float64, normalization string) []float64 {
+	m := len(counts) / 2
+	var canvas, pairs float64
+	for i := range m {
+		canvas += counts[2*i]
+		pairs += counts[2*i+1]
+	}
+	out := make([]float64, len(counts))
+	for i := range m {
+		out[2*i] = counts[2*i]
+		if normalization == config.NormalizeStep {
+			out[2*i] = max(canvas, 1) / float64(m)
+		}
+		out[2*i+1] = max(pairs, 1) / float64(m)
+	}
+	return out
 }
 
 func paramValues(p optim.Params, names []string) []*mx.Array {
