@@ -34,10 +34,13 @@ func formatKeys(c config.Config, keep func(string) bool) string {
 		if err := val.Encode(config.Get(c, k)); err != nil {
 			return err.Error() + "\n"
 		}
-		if val.Kind == yaml.SequenceNode {
-			val.Style = yaml.FlowStyle
+		if by := c.Presets[k]; by != "" {
+			// A block sequence would carry its comment onto the line of the next key.
+			if val.Kind == yaml.SequenceNode {
+				val.Style = yaml.FlowStyle
+			}
+			val.LineComment = by
 		}
-		val.LineComment = c.Presets[k]
 		m := root
 		parts := splitKey(k)
 		for _, p := range parts[:len(parts)-1] {

@@ -665,6 +665,40 @@ func (r *run) exampleGrad(params map[string]*mx.Array, names []string, step, m i
 	return vals[0].Item(), g, nil
 }
 
+// drawMicroBatch draws the noise and the objective's choices of this rank's examples of
+// micro-batch m of a step (example b of the global micro-batch is this rank's when mine(b)),
+// keyed by (seed, step, m, b), and counts the micro-batch's scored canvas positions and
+// encoder pairs (of this rank's examples) and its prompt + canvas tokens. With
+// self_conditioning_draw step one coin, keyed by (seed, step, m), decides for every example
+// of the micro-batch on every rank (NeMo AutoModel's per-(step, micro-batch) coin).
+func drawMicroBatch(s *Session, seed uint64, draw string, step, m int, batch []data.Pair, mine func(int) bool) (mb microBatch, canvas, pairs float64, tokens int64) {
+	e := s.Engine
+	var coin *bool
+	if draw == config.DrawPerStep {
+		c := s.Objective.Coin(mx.Key(e, DeriveSeed(seed, seedTrainCoin, uint64(step), uint64(m))))
+		coin = &c
+	}
+	for b, p := range batch {
+		if !mine(b) {
+			continue
+		}
+		ex := objective.Example{Prompt: p.Prompt, Target: p.Target, Images: p.Images}
+		key := mx.Key(e, DeriveSeed(seed, seedTrainNoise, uint64(step), uint64(m), uint64(b)))
+		choice := mx.Key(e, DeriveSeed(seed, seedTrainChoice, uint64(step), uint64(m), uint64(b)))
+		c := s.Objective.DrawExample(key, choice, p.Target, s.Model.Config.TextConfig.VocabSize)
+		if coin != nil {
+			c.SelfCond = *coin
+		}
+		mb.index = append(mb.index, b)
+		mb.examples = append(mb.examples, ex)
+		mb.corr = append(mb.corr, c)
+		canvas += s.Objective.Count(c)
+		pairs += s.Objective.EncoderCount(ex, s.Model.Config.ImageTokenID)
+		tokens += int64(len(p.Prompt) + len(p.Target))
+	}
+	return mb, canvas, pairs, tokens
+}
+
 type microBatch struct {
 	index    []int
 	examples []objective.Example
@@ -688,30 +722,9 @@ func (r *run) stepArrays(ctx context.Context, step int) (float64, int64, error) 
 	for m := range micros {
 		batch, pos := r.it.Next()
 		r.state.Position = pos
-		var coin *bool // self_conditioning_draw step: one coin for the micro-batch, on every rank
-		if r.cfg.SelfConditioningDraw == config.DrawPerStep {
-			c := r.s.Objective.Coin(mx.Key(e, DeriveSeed(r.cfg.Seed, seedTrainCoin, uint64(step), uint64(m))))
-			coin = &c
-		}
-		for b, p := range batch {
-			if !r.c.mine(b) {
-				continue
-			}
-			ex := objective.Example{Prompt: p.Prompt, Target: p.Target, Images: p.Images}
-			key := mx.Key(e, DeriveSeed(r.cfg.Seed, seedTrainNoise, uint64(step), uint64(m), uint64(b)))
-			choice := mx.Key(e, DeriveSeed(r.cfg.Seed, seedTrainChoice, uint64(step), uint64(m), uint64(b)))
-			c := r.s.Objective.DrawExample(key, choice, p.Target, r.s.Model.Config.TextConfig.VocabSize)
-			if coin != nil {
-				c.SelfCond = *coin
-			}
-			mb := &micros[m]
-			mb.index = append(mb.index, b)
-			mb.examples = append(mb.examples, ex)
-			mb.corr = append(mb.corr, c)
-			counts[2*m] += r.s.Objective.Count(c)
-			counts[2*m+1] += r.s.Objective.EncoderCount(ex, r.s.Model.Config.ImageTokenID)
-			tokens += int64(len(p.Prompt) + len(p.Target))
-		}
+		var n int64
+		micros[m], counts[2*m], counts[2*m+1], n = drawMicroBatch(r.s, r.cfg.Seed, r.cfg.SelfConditioningDraw, step, m, batch, r.c.mine)
+		tokens += n
 	}
 	counts, err := r.c.sumHost(e, counts)
 	if err != nil {
