@@ -10,6 +10,8 @@ type Config struct {
 	ComputeDType  string  `mapstructure:"compute_dtype" help:"dtype of the base's unquantized weights, quantization scales and activations: float32, or bfloat16 (mlx engine; the adapter, optimizer state and loss stay float32)"`
 	MemoryLimitGB float64 `mapstructure:"memory_limit_gb" help:"the mlx engine's allocator limit in GiB (0 = 70% of a GPU's memory, at most 100; MLX's own on a CPU)"`
 	Seed          uint64  `mapstructure:"seed" help:"seed of every random draw (LoRA init, shuffling, noise)"`
+	// Recipe sets the defaults of many keys at once (recipe.go); keys given anywhere win.
+	Recipe string `mapstructure:"recipe" help:"defaults of a published recipe: optiq (mlx-optiq's DiffusionGemma LoRA recipe, the defaults) or nemo (NeMo AutoModel's diffusion_gemma_lora.yaml); keys you set win"`
 
 	FineTuneType   string         `mapstructure:"fine_tune_type" help:"lora, or full (all unquantized weights train)"`
 	NumLayers      int            `mapstructure:"num_layers" help:"adapt the last N layers (-1 = all)"`
@@ -23,6 +25,7 @@ type Config struct {
 	OptimizerConfig       OptimizerCfg `mapstructure:"optimizer_config"`
 	LRSchedule            LRSchedule   `mapstructure:"lr_schedule"`
 	GradAccumulationSteps int          `mapstructure:"grad_accumulation_steps" help:"micro-batches averaged per optimizer step"`
+	LossNormalization     string       `mapstructure:"loss_normalization" help:"micro_batch (each micro-batch's denoising loss over its own scored positions, micro-batches averaged; mlx-lm) or step (over the scored positions of the whole step, every micro-batch and rank; NeMo AutoModel)"`
 	GradClip              float64      `mapstructure:"grad_clip" help:"clip the global gradient norm to this (0 = off)"`
 	GradCheckpoint        bool         `mapstructure:"grad_checkpoint" help:"recompute each layer in the backward pass instead of keeping its activations (less memory, ~1/3 more compute; lora only)"`
 	EarlyStoppingPatience int          `mapstructure:"early_stopping_patience" help:"stop after this many evaluations without a better val loss (0 = off)"`
@@ -60,6 +63,11 @@ type Config struct {
 	SelfConditioning  float64 `mapstructure:"self_conditioning" help:"probability per example of the two-pass self-conditioned step (0 = off)"`
 	EncoderLossWeight float64 `mapstructure:"encoder_loss_weight" help:"weight of the encoder's causal next-token loss over the clean prompt + target (0 = off)"`
 	LongTargets       string  `mapstructure:"long_targets" help:"truncate (to max_canvas) or random_block (one random max_canvas block per example, the earlier blocks in the encoder's context)"`
+	// SelfConditioningDraw: NeMo draws its coin per (step, micro-batch) of each rank, so with
+	// its published local batch of 1 every example of a step's micro-batch shares it.
+	SelfConditioningDraw string `mapstructure:"self_conditioning_draw" help:"example (a self_conditioning coin per example) or step (one coin per micro-batch of a step, shared by its examples on every rank; NeMo AutoModel)"`
+	// ChatTemplate picks how a row becomes prompt and target ids (README: Data).
+	ChatTemplate string `mapstructure:"chat_template" help:"dgtune (prompt ends with the empty thought channel; target = the completion) or nemo (NeMo AutoModel's: prompt ends at <|turn>model\\n, target = the trimmed content + <turn|>\\n, max_seq_length cuts prompt + target at the end)"`
 
 	PromptFeature     string `mapstructure:"prompt_feature" help:"name of the prompt field"`
 	CompletionFeature string `mapstructure:"completion_feature" help:"name of the completion field"`
@@ -72,6 +80,9 @@ type Config struct {
 	// Notes are one-line remarks from loading: mlx-lm keys accepted without effect, and
 	// how max_seq_length was mapped. Not a key (no mapstructure tag).
 	Notes []string
+	// Presets names, for each key whose value a preset set (no file, variable or flag gave
+	// it), the preset: "recipe nemo", "objective nemo". Not a key.
+	Presets map[string]string
 }
 
 // LoRAParameters are the adapter's shape, as in mlx-lm.
@@ -81,6 +92,7 @@ type LoRAParameters struct {
 	Dropout float64  `mapstructure:"dropout" help:"dropout on the LoRA input"`
 	Keys    []string `mapstructure:"keys" help:"linears to adapt, relative to a decoder layer"`
 	Encoder string   `mapstructure:"encoder" help:"shared (one set of weights for the encoder and decoder passes, optiq) or separate (the encoder pass has its own, as PEFT on transformers)"`
+	Init    string   `mapstructure:"init" help:"how A is drawn (B = 0): kaiming_uniform (U(±1/√in), PEFT's and mlx-lm's default), xavier_normal (N(0, 2/(in+rank)), NeMo AutoModel's) or gaussian (N(0, 1/rank²), PEFT's init_lora_weights gaussian)"`
 }
 
 // OptimizerCfg holds optimizer hyper-parameters (MLX names and defaults).
@@ -122,10 +134,11 @@ type Eval struct {
 func Defaults() Config {
 	return Config{
 		Backend:        "auto",
+		Recipe:         "optiq",
 		ComputeDType:   "float32",
 		FineTuneType:   "lora",
 		NumLayers:      -1,
-		LoRAParameters: LoRAParameters{Rank: 8, Scale: 8, Dropout: 0, Encoder: "shared", Keys: []string{"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj", "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"}},
+		LoRAParameters: LoRAParameters{Rank: 8, Scale: 8, Dropout: 0, Encoder: "shared", Init: "kaiming_uniform", Keys: []string{"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj", "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"}},
 		BatchSize:      1,
 		Iters:          200,
 		LearningRate:   1e-4,
@@ -135,6 +148,7 @@ func Defaults() Config {
 		},
 		LRSchedule:            LRSchedule{Name: "constant"},
 		GradAccumulationSteps: 1,
+		LossNormalization:     "micro_batch",
 		Shuffle:               true,
 		ValBatches:            -1,
 		StepsPerReport:        10,
@@ -152,6 +166,8 @@ func Defaults() Config {
 		TMax:                  -1,
 		Objective:             "reference",
 		LongTargets:           "truncate",
+		SelfConditioningDraw:  "example",
+		ChatTemplate:          "dgtune",
 		PromptFeature:         "prompt",
 		CompletionFeature:     "completion",
 		TextFeature:           "text",

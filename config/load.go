@@ -173,6 +173,9 @@ func load(path string, fs *pflag.FlagSet, inh Inherit) (Config, *viper.Viper, er
 			return Config{}, nil, err
 		}
 	}
+	if err := applyRecipePreset(v); err != nil {
+		return Config{}, nil, err
+	}
 	if err := applyObjectivePreset(v); err != nil {
 		return Config{}, nil, err
 	}
@@ -194,6 +197,7 @@ func load(path string, fs *pflag.FlagSet, inh Inherit) (Config, *viper.Viper, er
 	if err := c.resolveMLXLM(mlxlm); err != nil {
 		return Config{}, nil, err
 	}
+	c.notePresets(given{v: v, path: path, fs: fs, flagKeys: flagAliases})
 	if note, err := peft.resolve(&c, fs); err != nil {
 		return Config{}, nil, err
 	} else if note != "" {
@@ -320,6 +324,7 @@ func (c Config) Validate() error {
 	oneOf("weighting", c.Weighting, "none", "inv_t")
 	oneOf("eval.sampler", c.Eval.Sampler, "confidence", "entropy")
 	c.validateObjective(bad)
+	c.validateRecipe(bad)
 	if c.Distributed != "" {
 		oneOf("distributed", c.Distributed, "ring", "mpi", "any")
 	}

@@ -175,6 +175,9 @@ func (c *Config) resolveMLXLM(m *mlxlmFile) error {
 	switch {
 	case c.MaxSeqLength < 0:
 		bad("max_seq_length %d: must not be negative (0 = no cap)", c.MaxSeqLength)
+	case c.MaxSeqLength > 0 && c.ChatTemplate == ChatTemplateNeMo:
+		c.Notes = append(c.Notes, fmt.Sprintf("max_seq_length %d: prompt + target keep their first %d tokens (chat_template nemo: NeMo AutoModel's seq_length, as mlx-lm cuts a sequence's end)",
+			c.MaxSeqLength, c.MaxSeqLength))
 	case c.MaxSeqLength > 0 && c.MaxSeqLength <= c.MaxCanvas:
 		bad("max_seq_length %d leaves no room for a prompt beside max_canvas %d: raise it or lower max_canvas", c.MaxSeqLength, c.MaxCanvas)
 	case c.MaxSeqLength > 0:

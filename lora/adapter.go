@@ -54,8 +54,9 @@ type Adapter struct {
 }
 
 // Attach wraps every target linear of m (diffusiongemma.LoRATargets with cfg's keys and
-// num_layers) in a fresh LoRA layer, in place. A ~ U(−1/√in, +1/√in) drawn from one subkey
-// of mx.Key(seed) per target, in target order; B = 0, so the adapted model computes exactly
+// num_layers) in a fresh LoRA layer, in place. A is drawn as cfg.Init says — U(−1/√in, +1/√in)
+// (kaiming_uniform, the default), N(0, 2/(in+r)) (xavier_normal) or N(0, 1/r²) (gaussian) —
+// from one subkey of mx.Key(seed) per target, in target order; B = 0, so the adapted model computes exactly
 // what the base did. With cfg.Encoder separate the encoder pass gets its own pair, drawn
 // the same way from the other half of the target's subkey. Nothing is changed when an error
 // is returned.
@@ -85,21 +86,39 @@ func Attach(m *diffusiongemma.Model, cfg Config, seed uint64) (*Adapter, error) 
 	keys := mx.SplitKey(mx.Key(e, seed), len(targets))
 	a := newAdapter(cfg)
 	for i, t := range targets {
-		bound := 1 / math.Sqrt(float64(t.In))
 		l := &Linear{Scale: cfg.Scale, Dropout: cfg.Dropout, B: mx.Zeros(e, []int{cfg.Rank, t.Out}, mx.Float32)}
 		if cfg.separate() {
 			// The two passes' A come from the two halves of the target's key.
 			ks := mx.SplitKey(keys[i], 2)
-			l.A = mx.Uniform(ks[0], []int{t.In, cfg.Rank}, -bound, bound, mx.Float32)
+			l.A = drawA(cfg, ks[0], t.In)
 			l.Encoder = EncoderOwn
-			l.EncA = mx.Uniform(ks[1], []int{t.In, cfg.Rank}, -bound, bound, mx.Float32)
+			l.EncA = drawA(cfg, ks[1], t.In)
 			l.EncB = mx.Zeros(e, []int{cfg.Rank, t.Out}, mx.Float32)
 		} else {
-			l.A = mx.Uniform(keys[i], []int{t.In, cfg.Rank}, -bound, bound, mx.Float32)
+			l.A = drawA(cfg, keys[i], t.In)
 		}
 		a.install(t.Module, slots[i], l)
 	}
 	return a, nil
+}
+
+// drawA draws one A [in, r] from key as cfg.Init says. The three are the initialisations
+// of A in PEFT (kaiming_uniform_ with a = √5 on [r, in], whose bound is 1/√in; normal_ with
+// std 1/r) and NeMo AutoModel (xavier_normal_ on [r, in]: std √(2/(fan_in + fan_out)) =
+// √(2/(in + r))); the layout [in, r] changes neither fan.
+func drawA(cfg Config, key *mx.Array, in int) *mx.Array {
+	shape := []int{in, cfg.Rank}
+	var std float64
+	switch cfg.Init {
+	case InitXavierNormal:
+		std = math.Sqrt(2 / float64(in+cfg.Rank))
+	case InitGaussian:
+		std = 1 / float64(cfg.Rank)
+	default:
+		bound := 1 / math.Sqrt(float64(in))
+		return mx.Uniform(key, shape, -bound, bound, mx.Float32)
+	}
+	return mx.MulScalar(mx.Normal(key, shape, mx.Float32), std)
 }
 
 // newAdapter records cfg resolved: keys in canonical order, num_layers −1 for "all".

@@ -43,7 +43,17 @@ type Config struct {
 	// Encoder is EncoderModeShared ("" too: one set of weights acts in both passes, optiq's
 	// semantics) or EncoderModeSeparate (the encoder pass has weights of its own).
 	Encoder string
+	// Init is how A is drawn: InitKaimingUniform ("" too), InitXavierNormal or InitGaussian
+	// (see Attach). B is always 0.
+	Init string
 }
+
+// LoRA initialisations of A (lora_parameters.init).
+const (
+	InitKaimingUniform = "kaiming_uniform" // U(±1/√in): PEFT's default (kaiming_uniform_, a = √5) and mlx-lm's
+	InitXavierNormal   = "xavier_normal"   // N(0, 2/(in + r)): NeMo AutoModel's lora_A_init "xavier"
+	InitGaussian       = "gaussian"        // N(0, 1/r²): PEFT's init_lora_weights="gaussian"
+)
 
 // Encoder modes of an adapter (lora_parameters.encoder).
 const (
@@ -69,6 +79,8 @@ type LoRAParameters struct {
 	// Encoder is written only for "separate", so that a shared adapter's config stays
 	// byte-compatible with optiq's.
 	Encoder string `json:"encoder,omitempty"`
+	// Init is written only when it is not the default kaiming_uniform, for the same reason.
+	Init string `json:"init,omitempty"`
 }
 
 type configJSON struct {
@@ -88,7 +100,7 @@ func (c *Config) UnmarshalJSON(b []byte) error {
 		return fmt.Errorf("lora config: %w", err)
 	}
 	*c = Config{Rank: j.LoRAParameters.Rank, Scale: j.LoRAParameters.Scale, Dropout: j.LoRAParameters.Dropout,
-		Keys: j.LoRAParameters.Keys, NumLayers: j.NumLayers, Encoder: j.LoRAParameters.Encoder}
+		Keys: j.LoRAParameters.Keys, NumLayers: j.NumLayers, Encoder: j.LoRAParameters.Encoder, Init: j.LoRAParameters.Init}
 	return nil
 }
 
@@ -96,6 +108,9 @@ func (c Config) params() LoRAParameters {
 	p := LoRAParameters{Rank: c.Rank, Scale: c.Scale, Dropout: c.Dropout, Keys: c.keys()}
 	if c.separate() {
 		p.Encoder = EncoderModeSeparate
+	}
+	if c.Init != InitKaimingUniform {
+		p.Init = c.Init
 	}
 	return p
 }
@@ -130,6 +145,11 @@ func (c Config) Validate() error {
 	if c.NumLayers < -1 {
 		p = append(p, fmt.Sprintf("num_layers %d must be -1 (all) or positive", c.NumLayers))
 	}
+	switch c.Init {
+	case "", InitKaimingUniform, InitXavierNormal, InitGaussian:
+	default:
+		p = append(p, fmt.Sprintf("init %q: want %q, %q or %q", c.Init, InitKaimingUniform, InitXavierNormal, InitGaussian))
+	}
 	switch c.Encoder {
 	case "", EncoderModeShared, EncoderModeSeparate:
 	default:
@@ -162,7 +182,7 @@ func NewAdapterConfig(c Config, baseModel string) AdapterConfig {
 // LoRAConfig returns the Config this file describes.
 func (ac AdapterConfig) LoRAConfig() Config {
 	p := ac.LoRAParameters
-	return Config{Rank: p.Rank, Scale: p.Scale, Dropout: p.Dropout, Keys: slices.Clone(p.Keys), NumLayers: ac.NumLayers, Encoder: p.Encoder}
+	return Config{Rank: p.Rank, Scale: p.Scale, Dropout: p.Dropout, Keys: slices.Clone(p.Keys), NumLayers: ac.NumLayers, Encoder: p.Encoder, Init: p.Init}
 }
 
 var adapterConfigKeys = []string{"fine_tune_type", "model_type", "base_model", "num_layers", "lora_parameters"}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 )
 
 // Schedule maps an optimizer step (the number of updates already applied, 0 for the
@@ -30,7 +31,7 @@ type ScheduleConfig struct {
 
 // ScheduleNames lists the names ParseSchedule accepts.
 func ScheduleNames() []string {
-	return []string{"constant", "cosine_decay", "exponential_decay", "linear_schedule", "step_decay"}
+	return []string{"constant", "cosine_decay", "cosine_with_min_lr", "exponential_decay", "linear_schedule", "step_decay"}
 }
 
 // ParseSchedule builds the schedule cfg describes, as mlx-lm's build_schedule does:
@@ -43,7 +44,17 @@ func ScheduleNames() []string {
 // An empty Name (no lr_schedule in the config) means a constant baseLR, as mlx-lm
 // falls back to learning_rate; "constant" takes no argument (baseLR) or one (the
 // value). Warmup applies to constants too.
+//
+// "cosine_with_min_lr" [peak, decay_steps, min] is the one schedule that owns its warmup:
+// see WarmupCosine.
 func ParseSchedule(cfg ScheduleConfig, baseLR float64) (Schedule, error) {
+	if cfg.Name == "cosine_with_min_lr" {
+		s, err := warmupCosine(cfg)
+		if err != nil {
+			return nil, fmt.Errorf("optim: lr_schedule %q: %w", cfg.Name, err)
+		}
+		return s, nil
+	}
 	s, init, err := namedSchedule(cfg, baseLR)
 	if err != nil {
 		return nil, fmt.Errorf("optim: lr_schedule %q: %w", cfg.Name, err)
@@ -143,6 +154,49 @@ func intArg(name string, v float64) (int, error) {
 }
 
 func isFinite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+
+// warmupCosine parses cosine_with_min_lr's arguments [peak, decay_steps, min].
+func warmupCosine(cfg ScheduleConfig) (Schedule, error) {
+	args := cfg.Arguments
+	if len(args) != 3 {
+		return nil, fmt.Errorf("got %d arguments %v, want [peak, decay_steps, min]", len(args), args)
+	}
+	for i, a := range append(slices.Clone(args), cfg.WarmupInit) {
+		if !isFinite(a) {
+			return nil, fmt.Errorf("argument %d is %g, want a finite number", i+1, a)
+		}
+	}
+	steps, err := intArg("decay_steps", args[1])
+	if err != nil {
+		return nil, err
+	}
+	return WarmupCosine(cfg.WarmupInit, args[0], args[2], cfg.Warmup, steps)
+}
+
+// WarmupCosine is the warm-up + cosine schedule of Megatron's and NeMo AutoModel's
+// OptimizerParamScheduler (lr_decay_style cosine) and of transformers'
+// cosine_with_min_lr: from init at step 0 linearly to peak at step warmup, then
+// min + (peak−min)·½(1 + cos(π·(step−warmup)/(decaySteps−warmup))) down to min at
+// decaySteps, min after. Unlike mlx-lm's warmup joined to cosine_decay, the decay counts
+// from step warmup and ends at decaySteps in all.
+func WarmupCosine(init, peak, minLR float64, warmup, decaySteps int) (Schedule, error) {
+	switch {
+	case warmup < 0:
+		return nil, fmt.Errorf("warmup %d must be >= 0", warmup)
+	case decaySteps <= warmup:
+		return nil, fmt.Errorf("decay_steps %d must be greater than warmup %d", decaySteps, warmup)
+	}
+	return func(step int) float64 {
+		switch {
+		case warmup > 0 && step <= warmup:
+			return init + (peak-init)*float64(step)/float64(warmup)
+		case step > decaySteps:
+			return minLR
+		}
+		ratio := float64(step-warmup) / float64(decaySteps-warmup)
+		return minLR + 0.5*(math.Cos(math.Pi*ratio)+1)*(peak-minLR)
+	}, nil
+}
 
 // Constant is the schedule that is always v.
 func Constant(v float64) Schedule { return func(int) float64 { return v } }

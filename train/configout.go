@@ -3,6 +3,7 @@ package train
 import (
 	"fmt"
 	"reflect"
+	"sort"
 
 	"gopkg.in/yaml.v3"
 
@@ -10,36 +11,64 @@ import (
 )
 
 // FormatChanged renders, as YAML in the file's layout, only the settings of c that differ
-// from config.Defaults(): what this run chose, without ~70 lines of defaults. "" when
+// from config.Defaults(): what this run chose, without ~70 lines of defaults. A value a
+// preset set (c.Presets: recipe nemo, objective nemo) carries that as a comment. "" when
 // nothing differs. (FormatConfig renders all of them; adapter_config.json records all.)
 func FormatChanged(c config.Config) string {
 	d := config.Defaults()
-	out := map[string]any{}
-	for _, k := range config.Keys() {
-		v := config.Get(c, k)
-		if reflect.DeepEqual(v, config.Get(d, k)) {
+	return formatKeys(c, func(k string) bool { return !reflect.DeepEqual(config.Get(c, k), config.Get(d, k)) })
+}
+
+// formatKeys renders the keys of c that keep selects as YAML, nested as in the file, keys
+// sorted, each value a preset set followed by "# <preset>".
+func formatKeys(c config.Config, keep func(string) bool) string {
+	root := &yaml.Node{Kind: yaml.MappingNode}
+	keys := config.Keys()
+	sort.Strings(keys)
+	n := 0
+	for _, k := range keys {
+		if !keep(k) {
 			continue
 		}
-		m := out
+		var val yaml.Node
+		if err := val.Encode(config.Get(c, k)); err != nil {
+			return err.Error() + "\n"
+		}
+		if by := c.Presets[k]; by != "" {
+			// A block sequence would carry its comment onto the line of the next key.
+			if val.Kind == yaml.SequenceNode {
+				val.Style = yaml.FlowStyle
+			}
+			val.LineComment = by
+		}
+		m := root
 		parts := splitKey(k)
 		for _, p := range parts[:len(parts)-1] {
-			sub, ok := m[p].(map[string]any)
-			if !ok {
-				sub = map[string]any{}
-				m[p] = sub
-			}
-			m = sub
+			m = child(m, p)
 		}
-		m[parts[len(parts)-1]] = v
+		m.Content = append(m.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: parts[len(parts)-1]}, &val)
+		n++
 	}
-	if len(out) == 0 {
+	if n == 0 {
 		return ""
 	}
-	b, err := yaml.Marshal(out)
+	b, err := yaml.Marshal(root)
 	if err != nil {
 		return err.Error() + "\n"
 	}
 	return string(b)
+}
+
+// child returns the mapping under key name of m, adding it when m has none.
+func child(m *yaml.Node, name string) *yaml.Node {
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == name {
+			return m.Content[i+1]
+		}
+	}
+	sub := &yaml.Node{Kind: yaml.MappingNode}
+	m.Content = append(m.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: name}, sub)
+	return sub
 }
 
 // scheduleNote says which learning rate a run starts from when an lr_schedule gives its

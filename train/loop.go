@@ -404,7 +404,7 @@ func modelParams(m *dg.Model) int64 {
 // LoRAConfig maps the config onto the adapter's shape.
 func LoRAConfig(cfg config.Config) lora.Config {
 	p := cfg.LoRAParameters
-	return lora.Config{Rank: p.Rank, Scale: p.Scale, Dropout: p.Dropout, Keys: p.Keys, NumLayers: cfg.NumLayers, Encoder: p.Encoder}
+	return lora.Config{Rank: p.Rank, Scale: p.Scale, Dropout: p.Dropout, Keys: p.Keys, NumLayers: cfg.NumLayers, Encoder: p.Encoder, Init: p.Init}
 }
 
 func newOptimizer(cfg config.Config, params map[string]*mx.Array) (optim.Optimizer, error) {
@@ -665,6 +665,40 @@ func (r *run) exampleGrad(params map[string]*mx.Array, names []string, step, m i
 	return vals[0].Item(), g, nil
 }
 
+// drawMicroBatch draws the noise and the objective's choices of this rank's examples of
+// micro-batch m of a step (example b of the global micro-batch is this rank's when mine(b)),
+// keyed by (seed, step, m, b), and counts the micro-batch's scored canvas positions and
+// encoder pairs (of this rank's examples) and its prompt + canvas tokens. With
+// self_conditioning_draw step one coin, keyed by (seed, step, m), decides for every example
+// of the micro-batch on every rank (NeMo AutoModel's per-(step, micro-batch) coin).
+func drawMicroBatch(s *Session, seed uint64, draw string, step, m int, batch []data.Pair, mine func(int) bool) (mb microBatch, canvas, pairs float64, tokens int64) {
+	e := s.Engine
+	var coin *bool
+	if draw == config.DrawPerStep {
+		c := s.Objective.Coin(mx.Key(e, DeriveSeed(seed, seedTrainCoin, uint64(step), uint64(m))))
+		coin = &c
+	}
+	for b, p := range batch {
+		if !mine(b) {
+			continue
+		}
+		ex := objective.Example{Prompt: p.Prompt, Target: p.Target, Images: p.Images}
+		key := mx.Key(e, DeriveSeed(seed, seedTrainNoise, uint64(step), uint64(m), uint64(b)))
+		choice := mx.Key(e, DeriveSeed(seed, seedTrainChoice, uint64(step), uint64(m), uint64(b)))
+		c := s.Objective.DrawExample(key, choice, p.Target, s.Model.Config.TextConfig.VocabSize)
+		if coin != nil {
+			c.SelfCond = *coin
+		}
+		mb.index = append(mb.index, b)
+		mb.examples = append(mb.examples, ex)
+		mb.corr = append(mb.corr, c)
+		canvas += s.Objective.Count(c)
+		pairs += s.Objective.EncoderCount(ex, s.Model.Config.ImageTokenID)
+		tokens += int64(len(p.Prompt) + len(p.Target))
+	}
+	return mb, canvas, pairs, tokens
+}
+
 type microBatch struct {
 	index    []int
 	examples []objective.Example
@@ -688,27 +722,15 @@ func (r *run) stepArrays(ctx context.Context, step int) (float64, int64, error) 
 	for m := range micros {
 		batch, pos := r.it.Next()
 		r.state.Position = pos
-		for b, p := range batch {
-			if !r.c.mine(b) {
-				continue
-			}
-			ex := objective.Example{Prompt: p.Prompt, Target: p.Target, Images: p.Images}
-			key := mx.Key(e, DeriveSeed(r.cfg.Seed, seedTrainNoise, uint64(step), uint64(m), uint64(b)))
-			choice := mx.Key(e, DeriveSeed(r.cfg.Seed, seedTrainChoice, uint64(step), uint64(m), uint64(b)))
-			c := r.s.Objective.DrawExample(key, choice, p.Target, r.s.Model.Config.TextConfig.VocabSize)
-			mb := &micros[m]
-			mb.index = append(mb.index, b)
-			mb.examples = append(mb.examples, ex)
-			mb.corr = append(mb.corr, c)
-			counts[2*m] += r.s.Objective.Count(c)
-			counts[2*m+1] += r.s.Objective.EncoderCount(ex, r.s.Model.Config.ImageTokenID)
-			tokens += int64(len(p.Prompt) + len(p.Target))
-		}
+		var n int64
+		micros[m], counts[2*m], counts[2*m+1], n = drawMicroBatch(r.s, r.cfg.Seed, r.cfg.SelfConditioningDraw, step, m, batch, r.c.mine)
+		tokens += n
 	}
 	counts, err := r.c.sumHost(e, counts)
 	if err != nil {
 		return 0, 0, err
 	}
+	counts = shareDenominators(counts, r.cfg.LossNormalization)
 	var lossSum float64
 	for m, mb := range micros {
 		if len(mb.examples) == 0 {
@@ -783,6 +805,33 @@ func (r *run) stepArrays(ctx context.Context, step int) (float64, int64, error) 
 		return 0, 0, err
 	}
 	return loss, tokens, nil
+}
+
+// shareDenominators turns the global counts of each micro-batch m of a step — counts[2m]
+// scored canvas positions, counts[2m+1] encoder next-token pairs, over every rank — into the
+// denominators of its examples' shares (objective.ShareLoss). The step's gradient is the
+// mean of its micro-batches' (optim.Accumulator), so a term normalised over the whole step
+// divides by the step's count over the number of micro-batches M: the mean of the
+// micro-batches' Σ/(N/M) is Σ over the step / N. The encoder's pairs are always counted over
+// the step (NeMo AutoModel's num_ar_tokens); the denoising positions per micro-batch
+// (loss_normalization micro_batch, mlx-lm's mean of micro-batch losses) or over the step
+// (step, NeMo's num_diffusion_tokens). A step that scores nothing divides by 1 (over M).
+func shareDenominators(counts []float64, normalization string) []float64 {
+	m := len(counts) / 2
+	var canvas, pairs float64
+	for i := range m {
+		canvas += counts[2*i]
+		pairs += counts[2*i+1]
+	}
+	out := make([]float64, len(counts))
+	for i := range m {
+		out[2*i] = counts[2*i]
+		if normalization == config.NormalizeStep {
+			out[2*i] = max(canvas, 1) / float64(m)
+		}
+		out[2*i+1] = max(pairs, 1) / float64(m)
+	}
+	return out
 }
 
 func paramValues(p optim.Params, names []string) []*mx.Array {

@@ -3,8 +3,6 @@ package train
 import (
 	"path/filepath"
 
-	"gopkg.in/yaml.v3"
-
 	"github.com/dgtune/dgtune/config"
 	"github.com/dgtune/dgtune/lora"
 )
@@ -18,6 +16,7 @@ const (
 	seedDropout
 	seedTrainChoice // the objective's per-example choices: block of a long target, self-conditioning coin
 	seedValChoice
+	seedTrainCoin // self_conditioning_draw step: one coin per (step, micro-batch)
 )
 
 // DeriveSeed mixes parts into one 64-bit seed with SplitMix64's finaliser, so that
@@ -37,13 +36,10 @@ func mix64(z uint64) uint64 {
 	return z ^ (z >> 31)
 }
 
-// FormatConfig renders the resolved configuration as YAML.
+// FormatConfig renders the resolved configuration as YAML, the values a preset set
+// marked as FormatChanged marks them.
 func FormatConfig(c config.Config) string {
-	b, err := yaml.Marshal(toMap(c))
-	if err != nil {
-		return err.Error() + "\n"
-	}
-	return string(b)
+	return formatKeys(c, func(string) bool { return true })
 }
 
 // toMap turns the config into the key layout of the YAML file.

@@ -1,8 +1,11 @@
 package train
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -170,15 +173,16 @@ func NewEncoder(c config.Config, tok *tokenizer.Tokenizer, mc *dg.Config) (data.
 // newEncoder is NewEncoder; measure, when not nil, is told each example's prompt and
 // completion lengths before max_prompt and max_canvas cut them (the data check).
 func newEncoder(c config.Config, tok *tokenizer.Tokenizer, mc *dg.Config, measure func(index, prompt, completion int)) (data.Encoder, error) {
+	nemo := c.ChatTemplate == config.ChatTemplateNeMo
 	var turnEnd, eos int32 = -1, -1
 	if c.EOSFill {
 		var ok bool
 		if turnEnd, ok = tok.TokenID("<turn|>"); !ok {
 			return nil, fmt.Errorf("eos_fill: tokenizer has no <turn|> token")
 		}
-		eos = int32(mc.TextConfig.EOSTokenID[0])
-		if id, ok := tok.TokenID("<eos>"); ok {
-			eos = id
+		var err error
+		if eos, err = fillToken(c.Model, tok, mc); err != nil {
+			return nil, err
 		}
 	}
 	return func(ex data.Example) ([]int32, []int32, error) {
@@ -186,14 +190,25 @@ func newEncoder(c config.Config, tok *tokenizer.Tokenizer, mc *dg.Config, measur
 		if len(msgs) == 0 {
 			msgs = []chat.Message{{Role: "user", Content: ""}}
 		}
-		prompt, err := chat.EncodePrompt(tok, msgs, true)
+		var prompt []int32
+		var err error
+		if nemo {
+			prompt, err = chat.EncodePromptNeMo(tok, msgs)
+		} else {
+			prompt, err = chat.EncodePrompt(tok, msgs, true)
+		}
 		if err != nil {
 			return nil, nil, err
 		}
 		if prompt, err = expandImages(prompt, ex.Images, tok, mc); err != nil {
 			return nil, nil, err
 		}
-		target := tok.Encode(ex.Completion)
+		var target []int32
+		if nemo {
+			target = tok.Encode(chat.NeMoResponse(ex.Completion))
+		} else {
+			target = tok.Encode(ex.Completion)
+		}
 		if measure != nil {
 			measure(ex.Index, len(prompt), len(target))
 		}
@@ -205,6 +220,17 @@ func newEncoder(c config.Config, tok *tokenizer.Tokenizer, mc *dg.Config, measur
 				return nil, nil, fmt.Errorf("prompt of %d tokens exceeds max_prompt %d, and keeping its last %d tokens would cut an image out", len(prompt), c.MaxPrompt, c.MaxPrompt)
 			}
 			prompt = prompt[cut:]
+		}
+		for _, part := range []struct {
+			name string
+			ids  []int32
+		}{{"prompt", prompt}, {"completion", target}} {
+			if err := checkVocab(part.name, part.ids, mc.TextConfig.VocabSize); err != nil {
+				return nil, nil, err
+			}
+		}
+		if nemo {
+			return prompt, nemoTarget(c, target, eos, len(prompt)), nil
 		}
 		if c.LongTargets == config.LongRandomBlock {
 			if c.EOSFill {
@@ -218,14 +244,6 @@ func newEncoder(c config.Config, tok *tokenizer.Tokenizer, mc *dg.Config, measur
 		if len(target) > c.MaxCanvas {
 			target = target[:c.MaxCanvas]
 		}
-		for _, part := range []struct {
-			name string
-			ids  []int32
-		}{{"prompt", prompt}, {"completion", target}} {
-			if err := checkVocab(part.name, part.ids, mc.TextConfig.VocabSize); err != nil {
-				return nil, nil, err
-			}
-		}
 		if c.EOSFill {
 			if len(target) < c.MaxCanvas {
 				target = append(target, turnEnd)
@@ -236,6 +254,86 @@ func newEncoder(c config.Config, tok *tokenizer.Tokenizer, mc *dg.Config, measur
 		}
 		return prompt, target, nil
 	}, nil
+}
+
+// nemoTarget shapes the response of chat_template nemo (its content and the turn's close,
+// already encoded) as NeMo AutoModel's ChatDataset and DLLMCollator do: with random_block
+// and eos_fill, EOS to a whole number of canvases counted from the response's start (the
+// collator's response-relative block fill); with truncate, cut to max_canvas and EOS-filled
+// to it; then, with max_seq_length N, prompt + target cut to their first N tokens
+// (seq_length with truncation: the tokenizer keeps the first N tokens of the conversation,
+// and the collator's fill stops at N, so a last canvas may be partial). A prompt of N tokens
+// or more leaves an empty target, a bad row.
+func nemoTarget(c config.Config, target []int32, eos int32, promptLen int) []int32 {
+	if c.LongTargets == config.LongRandomBlock {
+		for c.EOSFill && len(target)%c.MaxCanvas != 0 {
+			target = append(target, eos)
+		}
+	} else {
+		if len(target) > c.MaxCanvas {
+			target = target[:c.MaxCanvas]
+		}
+		for c.EOSFill && len(target) < c.MaxCanvas {
+			target = append(target, eos)
+		}
+	}
+	if c.MaxSeqLength > 0 {
+		target = target[:max(0, min(len(target), c.MaxSeqLength-promptLen))]
+	}
+	return target
+}
+
+// fillToken is the token eos_fill fills a canvas with: the tokenizer's EOS, as NeMo
+// AutoModel's collator takes tokenizer.eos_token_id — tokenizer_config.json's eos_token
+// where the checkpoint has that file, else the tokenizer's <eos>, else the model config's
+// first EOS id.
+func fillToken(modelDir string, tok *tokenizer.Tokenizer, mc *dg.Config) (int32, error) {
+	b, err := os.ReadFile(filepath.Join(modelDir, "tokenizer_config.json"))
+	switch {
+	case err == nil:
+		name, perr := eosTokenName(b)
+		if perr != nil {
+			return 0, fmt.Errorf("eos_fill: %s: %w", filepath.Join(modelDir, "tokenizer_config.json"), perr)
+		}
+		if name != "" {
+			id, ok := tok.TokenID(name)
+			if !ok {
+				return 0, fmt.Errorf("eos_fill: tokenizer_config.json names eos_token %q, which tokenizer.json does not have", name)
+			}
+			return id, nil
+		}
+	case !errors.Is(err, fs.ErrNotExist):
+		return 0, fmt.Errorf("eos_fill: %w", err)
+	}
+	if id, ok := tok.TokenID("<eos>"); ok {
+		return id, nil
+	}
+	return int32(mc.TextConfig.EOSTokenID[0]), nil
+}
+
+// eosTokenName reads eos_token from tokenizer_config.json: a string or an AddedToken
+// object ({"content": ...}); "" when the file has none.
+func eosTokenName(b []byte) (string, error) {
+	var cfg struct {
+		EOS json.RawMessage `json:"eos_token"`
+	}
+	if err := json.Unmarshal(b, &cfg); err != nil {
+		return "", err
+	}
+	if len(cfg.EOS) == 0 || string(cfg.EOS) == "null" {
+		return "", nil
+	}
+	var name string
+	if json.Unmarshal(cfg.EOS, &name) == nil {
+		return name, nil
+	}
+	var added struct {
+		Content string `json:"content"`
+	}
+	if err := json.Unmarshal(cfg.EOS, &added); err != nil {
+		return "", fmt.Errorf("eos_token: want a string or {\"content\": ...}: %w", err)
+	}
+	return added.Content, nil
 }
 
 // checkVocab checks that every id of ids indexes the model's embedding: a tokenizer from

@@ -19,6 +19,10 @@ const (
 	ImagePlaceholder = "<|image|>"
 	// GenerationPrompt opens the model's turn with an empty, already closed thought channel.
 	GenerationPrompt = TurnOpen + "model\n" + ChannelOpen + "thought\n" + ChannelClose
+	// NeMoGenerationPrompt is the generation prompt of NeMo AutoModel's chat template
+	// (examples/dllm_sft/diffusion_gemma_chat_template.jinja): the model's turn opened, no
+	// thought channel. Its response is NeMoResponse.
+	NeMoGenerationPrompt = TurnOpen + "model\n"
 )
 
 // ErrNoMessages is returned for an empty conversation.
@@ -40,6 +44,24 @@ func roleWord(role string) (string, bool) {
 // Render writes msgs in the DiffusionGemma chat template. With addGenerationPrompt the text
 // ends with GenerationPrompt, ready for the model to fill in its answer.
 func Render(msgs []Message, addGenerationPrompt bool) (string, error) {
+	gen := ""
+	if addGenerationPrompt {
+		gen = GenerationPrompt
+	}
+	return render(msgs, gen)
+}
+
+// RenderNeMo writes msgs as NeMo AutoModel's chat template does, ending with
+// NeMoGenerationPrompt: the turns are rendered as Render renders them (content trimmed,
+// thought channels stripped from model turns).
+func RenderNeMo(msgs []Message) (string, error) { return render(msgs, NeMoGenerationPrompt) }
+
+// NeMoResponse is the supervised text of a final model turn under NeMo AutoModel's
+// template, its {% generation %} block: the content with thought channels stripped,
+// trimmed, then the turn's close "<turn|>\n" (whose newline is a canvas token too).
+func NeMoResponse(content string) string { return trim(stripThinking(content)) + TurnClose + "\n" }
+
+func render(msgs []Message, generationPrompt string) (string, error) {
 	if len(msgs) == 0 {
 		return "", ErrNoMessages
 	}
@@ -61,9 +83,7 @@ func Render(msgs []Message, addGenerationPrompt bool) (string, error) {
 		b.WriteString(TurnClose)
 		b.WriteByte('\n')
 	}
-	if addGenerationPrompt {
-		b.WriteString(GenerationPrompt)
-	}
+	b.WriteString(generationPrompt)
 	return b.String(), nil
 }
 
@@ -110,6 +130,19 @@ func EncodePrompt(tok Encoder, msgs []Message, addGenerationPrompt bool) ([]int3
 	if addGenerationPrompt {
 		need = append(need, ChannelOpen, ChannelClose)
 	}
+	return encode(tok, text, need)
+}
+
+// EncodePromptNeMo is EncodePrompt with NeMo AutoModel's template (RenderNeMo).
+func EncodePromptNeMo(tok Encoder, msgs []Message) ([]int32, error) {
+	text, err := RenderNeMo(msgs)
+	if err != nil {
+		return nil, err
+	}
+	return encode(tok, text, []string{BOS, TurnOpen, TurnClose})
+}
+
+func encode(tok Encoder, text string, need []string) ([]int32, error) {
 	for _, s := range need {
 		if _, ok := tok.TokenID(s); !ok {
 			return nil, fmt.Errorf("chat: the tokenizer has no %s token", s)

@@ -258,3 +258,31 @@ func TestTrainingPromptEncode(t *testing.T) {
 		t.Errorf("ids = %v, want %v", ids, want)
 	}
 }
+
+// NeMo AutoModel's template (examples/dllm_sft/diffusion_gemma_chat_template.jinja) renders
+// the turns as Render does and ends the prompt at the opened model turn; the response is
+// the trimmed content without thought channels, closed by "<turn|>\n".
+func TestRenderNeMo(t *testing.T) {
+	msgs := []Message{{Role: "system", Content: " Be brief. "}, {Role: "user", Content: "\thi\n"},
+		{Role: "assistant", Content: "<|channel>thought\nx<channel|> hello "}, {Role: "user", Content: "again"}}
+	got, err := RenderNeMo(msgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "<bos><|turn>system\nBe brief.<turn|>\n<|turn>user\nhi<turn|>\n<|turn>model\nhello<turn|>\n<|turn>user\nagain<turn|>\n<|turn>model\n"
+	if got != want {
+		t.Errorf("RenderNeMo = %q, want %q", got, want)
+	}
+	for _, c := range []struct{ in, want string }{
+		{" chff \n", "chff<turn|>\n"},
+		{"<|channel>thought\nplan<channel|>\n answer", "answer<turn|>\n"},
+		{"", "<turn|>\n"},
+	} {
+		if got := NeMoResponse(c.in); got != c.want {
+			t.Errorf("NeMoResponse(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+	if _, err := RenderNeMo(nil); err != ErrNoMessages {
+		t.Errorf("RenderNeMo(nil) error = %v, want ErrNoMessages", err)
+	}
+}
