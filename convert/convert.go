@@ -27,9 +27,9 @@ type Options struct {
 	Model  string         // input checkpoint directory
 	Out    string         // output directory (must not exist unless Overwrite)
 	Recipe dg.QuantRecipe // bits, group size, keep patterns
-	// DType stores unquantized tensors and scales in this dtype; zero takes the config's
+	// DType stores unquantized tensors and scales in this dtype; nil takes the config's
 	// (torch_dtype, dtype, text_config.dtype), else each tensor keeps its own.
-	DType         mx.DType
+	DType         *mx.DType
 	Overwrite     bool
 	MaxShardBytes int64     // zero means DefaultMaxShardBytes
 	Engine        mx.Engine // runs the casts and the quantization
@@ -40,8 +40,8 @@ type Options struct {
 // Result describes a finished conversion.
 type Result struct {
 	Out           string
-	Tensors       int   // tensors written
-	Quantized     int   // modules quantized
+	Tensors       int    // tensors written
+	Quantized     int    // modules quantized
 	Kept          []Kept // quantizable modules left unquantized
 	Shards        int
 	InputBytes    int64 // tensor bytes read
@@ -92,7 +92,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 			o.Model, ErrQuantized, cfg.Quantization.Bits)
 	}
 	dt := o.DType
-	if dt == 0 {
+	if dt == nil {
 		if dt, err = cfg.StorageDType(); err != nil {
 			return Result{}, fmt.Errorf("%s: %w", o.Model, err)
 		}
@@ -137,7 +137,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	if err := publish(stage, o.Out); err != nil {
 		return Result{}, err
 	}
-	if dt != 0 {
+	if dt != nil {
 		res.DType = dt.String()
 	}
 	res.BitsPerWeight = float64(res.OutputBytes) * 8 / float64(max(res.Parameters, 1))
@@ -198,7 +198,7 @@ func (p preadCheckpoint) Data(name string) ([]byte, error) {
 
 // plan checks the input against the config, plans every module and lists the jobs and
 // the output tensors (sorted by name).
-func plan(cfg *dg.Config, ck *mx.Checkpoint, names map[string]string, r dg.QuantRecipe, dt mx.DType) ([]job, []outTensor, *dg.Quantization, Result, error) {
+func plan(cfg *dg.Config, ck *mx.Checkpoint, names map[string]string, r dg.QuantRecipe, dt *mx.DType) ([]job, []outTensor, *dg.Quantization, Result, error) {
 	var res Result
 	shapes := map[string][]int{}
 	dtypes := map[string]mx.DType{}
@@ -226,8 +226,8 @@ func plan(cfg *dg.Config, ck *mx.Checkpoint, names map[string]string, r dg.Quant
 	for _, name := range sorted {
 		stored, shape, sdt := names[name], shapes[name], dtypes[name]
 		odt := sdt
-		if dt != 0 && sdt.IsFloat() {
-			odt = dt
+		if dt != nil && sdt.IsFloat() {
+			odt = *dt
 		}
 		n := int64(sdt.Size())
 		for _, d := range shape {
@@ -363,7 +363,7 @@ func shardFile(k, n int) string {
 }
 
 // writeWeights creates the shards, runs every job into them and writes the index.
-func writeWeights(ctx context.Context, o Options, dt mx.DType, stage string, jobs []job, outs []outTensor, shards [][]int, res *Result) error {
+func writeWeights(ctx context.Context, o Options, dt *mx.DType, stage string, jobs []job, outs []outTensor, shards [][]int, res *Result) error {
 	files := make([]*safetensors.Planned, len(shards))
 	defer func() {
 		for _, f := range files {
@@ -430,4 +430,3 @@ func writeWeights(ctx context.Context, o Options, dt mx.DType, stage string, job
 	}
 	return atomicfile.WriteFile(filepath.Join(stage, safetensors.IndexFile), append(b, '\n'))
 }
-

@@ -20,7 +20,7 @@ import (
 // readers), every other key kept as the input has it. With an explicit --dtype the dtype
 // keys the input has (torch_dtype, dtype, text_config.dtype) are set to it, so that the
 // config says what the files hold.
-func writeConfig(o Options, stage string, q *dg.Quantization, explicit mx.DType) error {
+func writeConfig(o Options, stage string, q *dg.Quantization, explicit *mx.DType) error {
 	raw, err := os.ReadFile(filepath.Join(o.Model, "config.json"))
 	if err != nil {
 		return fmt.Errorf("read %s: %w", o.Model, err)
@@ -35,7 +35,7 @@ func writeConfig(o Options, stage string, q *dg.Quantization, explicit mx.DType)
 	}
 	top["quantization"] = qj
 	top["quantization_config"] = qj
-	if explicit != 0 {
+	if explicit != nil {
 		name, _ := json.Marshal(explicit.String())
 		for _, k := range []string{"torch_dtype", "dtype"} {
 			if _, ok := top[k]; ok {

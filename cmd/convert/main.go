@@ -54,12 +54,13 @@ func newCommand() *cobra.Command {
 			if err := r.Validate(); err != nil {
 				return flagError(err)
 			}
-			var dt mx.DType
+			var dt *mx.DType
 			if dtype != "" {
-				var err error
-				if dt, err = dg.ParseStorageDType(dtype); err != nil {
+				d, err := dg.ParseStorageDType(dtype)
+				if err != nil {
 					return fmt.Errorf("--dtype %w", err)
 				}
+				dt = &d
 			}
 			if shardGB <= 0 {
 				return fmt.Errorf("--max-shard-gb %g: want a positive size", shardGB)

@@ -103,8 +103,8 @@ func loadQuantizing(e mx.Engine, cfg *Config, ck *mx.Checkpoint, names map[strin
 			if err != nil {
 				return nil, err
 			}
-			if dt != 0 && a.DType().IsFloat() && a.DType() != dt {
-				a = mx.AsType(a, dt)
+			if dt != nil && a.DType().IsFloat() && a.DType() != *dt {
+				a = mx.AsType(a, *dt)
 			}
 			weights[name] = a
 			continue
@@ -116,9 +116,9 @@ func loadQuantizing(e mx.Engine, cfg *Config, ck *mx.Checkpoint, names map[strin
 		if err != nil {
 			return nil, fmt.Errorf("quantize_on_load: %s: %w", module, err)
 		}
-		sdt := dt
-		if sdt == 0 {
-			sdt = dtypes[name]
+		sdt := dtypes[name]
+		if dt != nil {
+			sdt = *dt
 		}
 		pieces := [3][]byte{
 			make([]byte, prodInt(wShape)*4),

@@ -189,19 +189,19 @@ func PlanQuantization(cfg *Config, r QuantRecipe, shapes map[string][]int) (map[
 // StorageDType is the dtype a conversion stores unquantized tensors and quantization
 // scales in, when the user names none: the config's torch_dtype, else its dtype, else
 // text_config.dtype — as mlx-lm and mlx-vlm read it (they look at torch_dtype, then
-// text_config's dtype). Zero means none is given: each tensor keeps its stored dtype.
-func (c *Config) StorageDType() (mx.DType, error) {
+// text_config's dtype). Nil means none is given: each tensor keeps its stored dtype.
+func (c *Config) StorageDType() (*mx.DType, error) {
 	for _, s := range []string{c.TorchDtype, c.Dtype, c.TextConfig.Dtype} {
 		if s == "" {
 			continue
 		}
 		dt, err := ParseStorageDType(s)
 		if err != nil {
-			return 0, fmt.Errorf("config.json dtype: %w", err)
+			return nil, fmt.Errorf("config.json dtype: %w", err)
 		}
-		return dt, nil
+		return &dt, nil
 	}
-	return 0, nil
+	return nil, nil
 }
 
 // ParseStorageDType maps a dtype name (as config.json and --dtype spell it) to a dtype.
@@ -237,15 +237,15 @@ const (
 const ChunkBytes = 64 << 20
 
 // ConvertTensor streams src through e in row chunks: each chunk is cast to dt (a float
-// tensor only, and only when dt is set and differs) and, when q.Bits > 0, quantized with
+// tensor only, and only when dt is non-nil and differs) and, when q.Bits > 0, quantized with
 // MLX's affine rule along the last axis; emit receives each piece's bytes with their
 // offset in that piece. Quantizing row by row is exact: MLX quantizes each group of a
 // row on its own, so the pieces equal one call over the whole tensor.
-func ConvertTensor(e mx.Engine, src TensorSource, dt mx.DType, q ModuleQuant, emit func(piece int, off int64, b []byte) error) error {
+func ConvertTensor(e mx.Engine, src TensorSource, dt *mx.DType, q ModuleQuant, emit func(piece int, off int64, b []byte) error) error {
 	return convertTensor(e, src, dt, q, emit, ChunkBytes)
 }
 
-func convertTensor(e mx.Engine, src TensorSource, dt mx.DType, q ModuleQuant, emit func(piece int, off int64, b []byte) error, chunkBytes int) error {
+func convertTensor(e mx.Engine, src TensorSource, storeAs *mx.DType, q ModuleQuant, emit func(piece int, off int64, b []byte) error, chunkBytes int) error {
 	shape := src.Shape
 	cols := 1
 	if len(shape) > 0 {
@@ -258,8 +258,9 @@ func convertTensor(e mx.Engine, src TensorSource, dt mx.DType, q ModuleQuant, em
 	if rows == 0 || cols == 0 {
 		return nil
 	}
-	if dt == 0 || !src.DType.IsFloat() {
-		dt = src.DType
+	dt := src.DType
+	if storeAs != nil && src.DType.IsFloat() {
+		dt = *storeAs
 	}
 	rowBytes := cols * src.DType.Size()
 	step := max(1, chunkBytes/rowBytes)

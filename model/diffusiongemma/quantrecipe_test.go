@@ -143,7 +143,8 @@ func TestConvertTensorChunks(t *testing.T) {
 			return nil
 		}}
 		rowBytes := 128 * 4
-		err := dg.ConvertTensorChunked(e, ts, mx.BFloat16, q, func(piece int, off int64, b []byte) error {
+		bf := mx.BFloat16
+		err := dg.ConvertTensorChunked(e, ts, &bf, q, func(piece int, off int64, b []byte) error {
 			copy(got[piece][off:], b)
 			return nil
 		}, 4*rowBytes)
