@@ -47,7 +47,7 @@ func TestConvertCommand(t *testing.T) {
 	// tiny has 23 quantizable modules (embedding, 3 self-conditioning linears, 10 in the
 	// sliding layer 0, 9 in the full layer 1 without v_proj); --keep leaves the 2 o_proj.
 	// Tensors: the 51 of the tensor table plus scales and biases of the 21 = 93.
-	want := regexp.MustCompile(`^wrote ` + regexp.QuoteMeta(out) + `: bits mixed, group size 32, 21 modules quantized, 93 tensors in 1 shard\(s\), [0-9.]+ GB \([0-9.]+ bits per weight; input [0-9.]+ GB\), unquantized tensors bfloat16, in [0-9.]+ s\n` +
+	want := regexp.MustCompile(`^wrote ` + regexp.QuoteMeta(out) + `: bits mixed, group size 32, 21 modules quantized, 93 tensors in 1 shard\(s\), [0-9.]+ GB \([0-9.]+ bits per weight; input [0-9.]+ GB\), unquantized tensors bfloat16, in [0-9.]+ s, peak RSS [0-9.]+ GB\n` +
 		`  kept model\.decoder\.layers\.0\.self_attn\.o_proj \(--keep self_attn\.o_proj\)\n  kept model\.decoder\.layers\.1\.self_attn\.o_proj \(--keep self_attn\.o_proj\)\n$`)
 	if !want.MatchString(stdout) {
 		t.Errorf("stdout %q, want %s", stdout, want)
