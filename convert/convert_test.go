@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -197,5 +198,22 @@ func TestConvertDTypeAndOverwrite(t *testing.T) {
 	}
 	if cfg.TextConfig.Dtype != "float32" || cfg.Quantization.Bits != 8 || cfg.Quantization.GroupSize != 32 {
 		t.Errorf("config dtype %q, quantization %+v", cfg.TextConfig.Dtype, cfg.Quantization)
+	}
+}
+
+// TestConvertCancelled: a cancelled context (SIGINT in the command) stops the conversion
+// at the next chunk and leaves neither the output nor the staging directory.
+func TestConvertCancelled(t *testing.T) {
+	dir := t.TempDir()
+	in, out := filepath.Join(dir, "bf16"), filepath.Join(dir, "q4")
+	writeBF16(t, in, dg.PresetTiny, 13)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := convert.Run(ctx, convert.Options{Model: in, Out: out, Recipe: dg.QuantRecipe{Bits: "4", GroupSize: 64}, Engine: mxtest.Go(t)})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want context.Canceled", err)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+		t.Errorf("cancelled conversion left %d entries beside the input", len(entries)-1)
 	}
 }
