@@ -7,9 +7,12 @@ type Config struct {
 	Data    string `mapstructure:"data" help:"data directory with train/valid/test .jsonl or .parquet"`
 	Backend string `mapstructure:"backend" help:"array engine: auto, go or mlx"`
 	// ComputeDType and MemoryLimitGB matter most on a GPU (README: GPU).
-	ComputeDType  string  `mapstructure:"compute_dtype" help:"dtype of the base's unquantized weights, quantization scales and activations: float32, or bfloat16 (mlx engine; the adapter, optimizer state and loss stay float32)"`
-	MemoryLimitGB float64 `mapstructure:"memory_limit_gb" help:"the mlx engine's allocator limit in GiB (0 = 70% of a GPU's memory, at most 100; MLX's own on a CPU)"`
-	Seed          uint64  `mapstructure:"seed" help:"seed of every random draw (LoRA init, shuffling, noise)"`
+	ComputeDType string `mapstructure:"compute_dtype" help:"dtype of the base's unquantized weights, quantization scales and activations: float32, or bfloat16 (mlx engine; the adapter, optimizer state and loss stay float32)"`
+	// QuantizeOnLoad quantizes an unquantized base while loading it, as `convert --bits N`
+	// would on disk (README: convert).
+	QuantizeOnLoad int     `mapstructure:"quantize_on_load" help:"quantize an unquantized (bf16/f32) base while loading it: 0 (off), 4 or 8 bits, group size 64, exactly as convert --bits 4|8 writes it (QLoRA without a converted copy)"`
+	MemoryLimitGB  float64 `mapstructure:"memory_limit_gb" help:"the mlx engine's allocator limit in GiB (0 = 70% of a GPU's memory, at most 100; MLX's own on a CPU)"`
+	Seed           uint64  `mapstructure:"seed" help:"seed of every random draw (LoRA init, shuffling, noise)"`
 	// Recipe sets the defaults of many keys at once (recipe.go); keys given anywhere win.
 	Recipe string `mapstructure:"recipe" help:"defaults of a published recipe: optiq (mlx-optiq's DiffusionGemma LoRA recipe, the defaults) or nemo (NeMo AutoModel's diffusion_gemma_lora.yaml); keys you set win"`
 

@@ -315,6 +315,9 @@ func (c Config) Validate() error {
 	}
 	oneOf("backend", c.Backend, "auto", "go", "mlx")
 	oneOf("compute_dtype", c.ComputeDType, "float32", "bfloat16")
+	if c.QuantizeOnLoad != 0 && c.QuantizeOnLoad != 4 && c.QuantizeOnLoad != 8 {
+		bad("quantize_on_load %d: want 0 (off), 4 or 8", c.QuantizeOnLoad)
+	}
 	if c.MemoryLimitGB < 0 {
 		bad("memory_limit_gb %g: must be 0 (the engine's default) or positive", c.MemoryLimitGB)
 	}

@@ -20,7 +20,7 @@ const (
 var commandKeys = map[string][]string{
 	// eval loads the model, the data split it scores, tokenizes as training did and
 	// scores with the training objective's options.
-	CommandEval: {"model", "data", "backend", "compute_dtype", "memory_limit_gb", "seed", "max_canvas", "max_prompt", "eos_fill",
+	CommandEval: {"model", "data", "backend", "compute_dtype", "quantize_on_load", "memory_limit_gb", "seed", "max_canvas", "max_prompt", "eos_fill",
 		"objective", "loss_positions", "weighting", "t_min", "t_max", "long_targets",
 		"prompt_feature", "completion_feature", "text_feature", "chat_feature", "skip_bad_rows", "eval."},
 	// export reads an adapter (adapter_path by default), the base model's config or

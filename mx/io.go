@@ -14,6 +14,13 @@ var toST = map[DType]safetensors.DType{
 	Int32: safetensors.I32, Int64: safetensors.I64, Uint32: safetensors.U32, Uint8: safetensors.U8, Bool: safetensors.BOOL,
 }
 
+// SafetensorsDType maps an mx dtype to its safetensors name; ok is false for a dtype
+// safetensors cannot store here.
+func SafetensorsDType(d DType) (safetensors.DType, bool) {
+	st, ok := toST[d]
+	return st, ok
+}
+
 // DTypeFromSafetensors maps a safetensors dtype name to an mx dtype.
 func DTypeFromSafetensors(d safetensors.DType) (DType, error) {
 	for k, v := range toST {
@@ -32,6 +39,7 @@ type Checkpoint struct {
 		Names() []string
 		Info(string) (safetensors.TensorInfo, bool)
 		Data(string) ([]byte, error)
+		ReadAt(name string, dst []byte, off int64) error
 		Keep()
 		Close() error
 	}
@@ -94,6 +102,15 @@ func (c *Checkpoint) Data(name string) ([]byte, error) {
 		return nil, fmt.Errorf("%s: %w", c.path, err)
 	}
 	return b, nil
+}
+
+// ReadAt copies bytes [off, off+len(dst)) of a tensor's raw data into dst with pread,
+// leaving the memory map untouched (see safetensors.File.ReadAt).
+func (c *Checkpoint) ReadAt(name string, dst []byte, off int64) error {
+	if err := c.st.ReadAt(name, dst, off); err != nil {
+		return fmt.Errorf("%s: %w", c.path, err)
+	}
+	return nil
 }
 
 // LoadMapped is Load for an engine that can use the file's mapped bytes in place (an

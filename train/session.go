@@ -45,7 +45,7 @@ func Open(cfg config.Config) (*Session, error) {
 		return nil, err
 	}
 	dt, _ := ComputeDType(cfg.ComputeDType)
-	m, err := dg.Load(e, cfg.Model, dg.LoadOptions{DType: dt})
+	m, err := dg.Load(e, cfg.Model, LoadOptions(cfg, dt))
 	if err != nil {
 		return nil, err
 	}
@@ -63,6 +63,16 @@ func Open(cfg config.Config) (*Session, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// LoadOptions are the model-loading options of cfg: the compute dtype and, with
+// quantize_on_load, the recipe convert --bits N --group-size 64 applies.
+func LoadOptions(cfg config.Config, dt mx.DType) dg.LoadOptions {
+	opt := dg.LoadOptions{DType: dt}
+	if cfg.QuantizeOnLoad != 0 {
+		opt.Quantize = &dg.QuantRecipe{Bits: fmt.Sprint(cfg.QuantizeOnLoad), GroupSize: 64}
+	}
+	return opt
 }
 
 // LoadData reads the data directory named by the config: train (required), valid and

@@ -21,7 +21,7 @@ import (
 func mkmodelCommand() *cobra.Command {
 	var preset, bits, tok, out, corpus, backend string
 	var seed uint64
-	var verbose, vision, sharded bool
+	var verbose, vision, sharded, hfLayout bool
 	var window, layers, canvas int
 	cmd := &cobra.Command{
 		Use:   "mkmodel --preset tiny|small|bench|real --seed N [--bits 0|4|8|mixed] [--tokenizer bpe|bytes] [--vision] [--sharded] --out DIR",
@@ -30,7 +30,8 @@ func mkmodelCommand() *cobra.Command {
 			"(MLX affine packing when quantized) and tokenizer.json. --preset real writes only the configs (with the\n" +
 			"quantization map of --bits) and prints the parameter count, unless --sharded: then, with --bits 4, 8 or\n" +
 			"mixed, it writes the 26B weights too, drawn in their quantized form one layer at a time into layer shards\n" +
-			"(about 14 GB at 4 bits; never float32). --sharded does the same for any preset. --vision adds a tiny vision tower\n" +
+			"(about 14 GB at 4 bits), or with --bits 0 unquantized in bfloat16 (about 50 GB, the release's dtype; --hf-layout\n" +
+			"also names the experts as save_pretrained does). --sharded does the same for any preset. --vision adds a tiny vision tower\n" +
 			"(hidden 32, 2 layers, 16 soft tokens per image) to the synthetic presets; real always has its tower.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -81,9 +82,6 @@ func mkmodelCommand() *cobra.Command {
 					fmt.Fprintf(w, "wrote %s (config only, bits %s; --sharded writes the weights)\n", out, bits)
 					return nil
 				}
-				if bits == dg.BitsNone {
-					return fmt.Errorf("--preset real --bits 0 would be a 100 GB float32 checkpoint; use --bits 4, 8 or mixed")
-				}
 			}
 			lines := tokenizer.SyntheticCorpus()
 			if corpus != "" {
@@ -105,6 +103,9 @@ func mkmodelCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if hfLayout && (!sharded || bits != dg.BitsNone) {
+				return fmt.Errorf("--hf-layout writes the unquantized release layout: it needs --sharded --bits 0")
+			}
 			if sharded {
 				if vision {
 					return fmt.Errorf("--sharded writes text-only checkpoints; drop --vision")
@@ -112,7 +113,11 @@ func mkmodelCommand() *cobra.Command {
 				start := time.Now()
 				var st dg.ShardStats
 				err := writeStaged(cmd.Context(), out, func(dir string) (err error) {
-					st, err = dg.WriteSyntheticShards(dir, cfg, seed, bits, tj)
+					if bits == dg.BitsNone {
+						st, err = dg.WriteSyntheticBF16Shards(dir, cfg, seed, hfLayout, tj)
+					} else {
+						st, err = dg.WriteSyntheticShards(dir, cfg, seed, bits, tj)
+					}
 					return err
 				})
 				if err != nil {
@@ -147,6 +152,7 @@ func mkmodelCommand() *cobra.Command {
 	f.StringVar(&backend, "backend", "go", "engine used to quantize")
 	f.BoolVar(&verbose, "verbose", false, "list every tensor and its logical shape")
 	f.BoolVar(&sharded, "sharded", false, "draw the weights straight in their quantized form, one layer shard at a time (needs --bits 4, 8 or mixed)")
+	f.BoolVar(&hfLayout, "hf-layout", false, "with --sharded --bits 0: name the experts as transformers' save_pretrained does (no .weight), the original release's layout")
 	f.BoolVar(&vision, "vision", false, "add a tiny vision tower (image-text checkpoints; see probe forward --image)")
 	f.IntVar(&window, "sliding-window", 0, "override the preset's sliding_window")
 	f.IntVar(&layers, "layers", 0, "override the preset's num_hidden_layers (layer pattern [sliding×5, full], last full)")

@@ -15,6 +15,7 @@ import (
 	dg "github.com/dgtune/dgtune/model/diffusiongemma"
 	"github.com/dgtune/dgtune/mx"
 	"github.com/dgtune/dgtune/mx/mxtest"
+	"github.com/dgtune/dgtune/mx/safetensors"
 )
 
 // probe runs the command in-process and returns stdout, stderr and the exit code.
@@ -318,16 +319,39 @@ func TestEstimate(t *testing.T) {
 	}
 }
 
-// TestMkmodelRealFloat32Refused: the real geometry in float32 (100 GB) is an error that
-// says what to use instead, and writes nothing.
-func TestMkmodelRealFloat32Refused(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "out")
-	_, errs, code := probe(t, "mkmodel", "--preset", "real", "--bits", "0", "--sharded", "--out", dir)
-	if code == 0 || !strings.Contains(errs, "--bits 4, 8 or mixed") {
-		t.Fatalf("exit %d, stderr %q", code, errs)
+// TestMkmodelShardedBF16: --sharded --bits 0 --hf-layout writes the release's layout —
+// bfloat16 layer shards, the experts without ".weight" — which loads; --hf-layout alone is
+// refused before anything is written.
+func TestMkmodelShardedBF16(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "bf16")
+	out := mustProbe(t, "mkmodel", "--preset", "tiny", "--bits", "0", "--sharded", "--hf-layout", "--seed", "2", "--out", dir)
+	if !strings.Contains(out, "3 shards, 51 tensors") {
+		t.Fatalf("output %q, want 3 shards, 51 tensors", out)
 	}
-	if _, err := os.Stat(filepath.Join(dir, "model.safetensors.index.json")); !os.IsNotExist(err) {
-		t.Fatalf("refused run wrote weights (stat err %v)", err)
+	ck, err := safetensors.OpenCheckpoint(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ck.Close()
+	for name, want := range map[string]safetensors.DType{
+		dg.LayerPrefix(0) + ".experts.gate_up_proj":    safetensors.BF16,
+		dg.LayerPrefix(0) + ".self_attn.q_proj.weight": safetensors.BF16,
+		dg.DecoderPrefix + ".norm.weight":              safetensors.BF16,
+	} {
+		if info, ok := ck.Info(name); !ok || info.DType != want {
+			t.Errorf("%s: %+v (present %v), want %s", name, info, ok, want)
+		}
+	}
+	if _, err := dg.Load(mxtest.Go(t), dir, dg.LoadOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	bad := filepath.Join(t.TempDir(), "bad")
+	_, errs, code := probe(t, "mkmodel", "--preset", "tiny", "--bits", "4", "--sharded", "--hf-layout", "--out", bad)
+	if code != 1 || errs != "probe: --hf-layout writes the unquantized release layout: it needs --sharded --bits 0\n" {
+		t.Errorf("--hf-layout with --bits 4: exit %d, stderr %q", code, errs)
+	}
+	if _, err := os.Stat(bad); !os.IsNotExist(err) {
+		t.Errorf("refused run wrote %s", bad)
 	}
 }
 

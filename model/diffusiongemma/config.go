@@ -70,22 +70,24 @@ const (
 // Config is a DiffusionGemma config.json. JSON tags equal the file's keys; fields tagged
 // `json:"-"` are derived by the loader.
 type Config struct {
-	Architectures            []string          `json:"architectures,omitempty"`
-	ModelType                string            `json:"model_type"`
-	CanvasLength             int               `json:"canvas_length"`
-	EOSTokenID               TokenIDs          `json:"eos_token_id,omitempty"`
-	BOITokenID               int               `json:"boi_token_id"`
-	EOITokenID               int               `json:"eoi_token_id"`
-	ImageTokenID             int               `json:"image_token_id"`
-	VideoTokenID             *int              `json:"video_token_id,omitempty"`
-	TieWordEmbeddings        bool              `json:"tie_word_embeddings"`
-	VisionSoftTokensPerImage int               `json:"vision_soft_tokens_per_image,omitempty"`
-	DiffusionGenerationKind  string            `json:"diffusion_generation_kind,omitempty"`
-	InitializerRange         float64           `json:"initializer_range,omitempty"`
-	Dtype                    string            `json:"dtype,omitempty"`
-	TextConfig               TextConfig        `json:"text_config"`
-	VisionConfig             *VisionConfig     `json:"vision_config,omitempty"`
-	GenerationConfig         *GenerationConfig `json:"generation_config,omitempty"`
+	Architectures            []string `json:"architectures,omitempty"`
+	ModelType                string   `json:"model_type"`
+	CanvasLength             int      `json:"canvas_length"`
+	EOSTokenID               TokenIDs `json:"eos_token_id,omitempty"`
+	BOITokenID               int      `json:"boi_token_id"`
+	EOITokenID               int      `json:"eoi_token_id"`
+	ImageTokenID             int      `json:"image_token_id"`
+	VideoTokenID             *int     `json:"video_token_id,omitempty"`
+	TieWordEmbeddings        bool     `json:"tie_word_embeddings"`
+	VisionSoftTokensPerImage int      `json:"vision_soft_tokens_per_image,omitempty"`
+	DiffusionGenerationKind  string   `json:"diffusion_generation_kind,omitempty"`
+	InitializerRange         float64  `json:"initializer_range,omitempty"`
+	Dtype                    string   `json:"dtype,omitempty"`
+	// TorchDtype is transformers 4.x's spelling of Dtype (v5 writes dtype).
+	TorchDtype       string            `json:"torch_dtype,omitempty"`
+	TextConfig       TextConfig        `json:"text_config"`
+	VisionConfig     *VisionConfig     `json:"vision_config,omitempty"`
+	GenerationConfig *GenerationConfig `json:"generation_config,omitempty"`
 	// Quantization is read from "quantization", or from "quantization_config" when the former
 	// is absent. Nil means an unquantized checkpoint.
 	Quantization *Quantization `json:"quantization,omitempty"`

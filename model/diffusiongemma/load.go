@@ -18,6 +18,10 @@ type LoadOptions struct {
 	// SkipVision loads the text model only, ignoring any vision tower: for text-only use,
 	// or a checkpoint whose tower this code cannot read.
 	SkipVision bool
+	// Quantize, when set, quantizes an unquantized checkpoint while loading it
+	// (quantize_on_load) exactly as `convert` with the same recipe would on disk:
+	// the same modules, codes, scales and storage dtype.
+	Quantize *QuantRecipe
 }
 
 // Load reads a checkpoint directory: config.json (+ generation_config.json) and
@@ -37,19 +41,119 @@ func Load(e mx.Engine, dir string, opt LoadOptions) (*Model, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load %s: %w", dir, err)
 	}
-	weights := make(map[string]*mx.Array, len(names))
-	for name, stored := range names {
-		a, err := ck.LoadMapped(stored)
-		if err != nil {
-			return nil, fmt.Errorf("load %s: %w", dir, err)
-		}
-		weights[name] = a
+	var weights map[string]*mx.Array
+	if opt.Quantize != nil {
+		weights, err = loadQuantizing(e, cfg, ck, names, *opt.Quantize)
+	} else {
+		weights, err = loadAsStored(ck, names)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("load %s: %w", dir, err)
 	}
 	m, err := Build(e, cfg, weights, opt)
 	if err != nil {
 		return nil, fmt.Errorf("load %s: %w", dir, err)
 	}
 	return m, nil
+}
+
+func loadAsStored(ck *mx.Checkpoint, names map[string]string) (map[string]*mx.Array, error) {
+	weights := make(map[string]*mx.Array, len(names))
+	for name, stored := range names {
+		a, err := ck.LoadMapped(stored)
+		if err != nil {
+			return nil, err
+		}
+		weights[name] = a
+	}
+	return weights, nil
+}
+
+// loadQuantizing is quantize_on_load: it plans the recipe over the checkpoint's tensors,
+// sets cfg.Quantization to the map convert would write, and quantizes each planned
+// weight through ConvertTensor, as convert does; the other tensors are cast to the
+// storage dtype convert would store them in.
+func loadQuantizing(e mx.Engine, cfg *Config, ck *mx.Checkpoint, names map[string]string, r QuantRecipe) (map[string]*mx.Array, error) {
+	if cfg.Quantization != nil {
+		return nil, fmt.Errorf("quantize_on_load: %w: the checkpoint is already quantized (config.json has a quantization map); drop quantize_on_load", ErrRecipe)
+	}
+	dt, err := cfg.StorageDType()
+	if err != nil {
+		return nil, err
+	}
+	shapes := make(map[string][]int, len(names))
+	dtypes := make(map[string]mx.DType, len(names))
+	for name, stored := range names {
+		d, shape, err := ck.Info(stored)
+		if err != nil {
+			return nil, err
+		}
+		shapes[name], dtypes[name] = shape, d
+	}
+	plans, q, err := PlanQuantization(cfg, r, shapes)
+	if err != nil {
+		return nil, fmt.Errorf("quantize_on_load: %w", err)
+	}
+	weights := make(map[string]*mx.Array, len(names))
+	for name, stored := range names {
+		module := strings.TrimSuffix(name, ".weight")
+		p, planned := plans[module]
+		if !planned || p.Bits == 0 {
+			a, err := ck.LoadMapped(stored)
+			if err != nil {
+				return nil, err
+			}
+			if dt != nil && a.DType().IsFloat() && a.DType() != *dt {
+				a = mx.AsType(a, *dt)
+			}
+			weights[name] = a
+			continue
+		}
+		if !dtypes[name].IsFloat() {
+			return nil, fmt.Errorf("quantize_on_load: tensor %s has dtype %s, want a float type", stored, dtypes[name])
+		}
+		wShape, sShape, err := QuantizedTensorShapes(shapes[name], p)
+		if err != nil {
+			return nil, fmt.Errorf("quantize_on_load: %s: %w", module, err)
+		}
+		sdt := dtypes[name]
+		if dt != nil {
+			sdt = *dt
+		}
+		pieces := [3][]byte{
+			make([]byte, prodInt(wShape)*4),
+			make([]byte, prodInt(sShape)*sdt.Size()),
+			make([]byte, prodInt(sShape)*sdt.Size()),
+		}
+		src := TensorSource{DType: dtypes[name], Shape: shapes[name], Read: func(dst []byte, off int64) error {
+			b, err := ck.Data(stored)
+			if err != nil {
+				return err
+			}
+			copy(dst, b[off:])
+			return nil
+		}}
+		err = ConvertTensor(e, src, dt, p, func(piece int, off int64, b []byte) error {
+			copy(pieces[piece][off:], b)
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("quantize_on_load: %s: %w", module, err)
+		}
+		weights[module+".weight"] = mx.FromBytes(e, pieces[PieceWeight], wShape, mx.Uint32)
+		weights[module+".scales"] = mx.FromBytes(e, pieces[PieceScales], sShape, sdt)
+		weights[module+".biases"] = mx.FromBytes(e, pieces[PieceBiases], sShape, sdt)
+	}
+	cfg.Quantization = q
+	return weights, nil
+}
+
+func prodInt(shape []int) int {
+	n := 1
+	for _, d := range shape {
+		n *= d
+	}
+	return n
 }
 
 // weightSet hands out tensors by name and remembers problems, so that one error can

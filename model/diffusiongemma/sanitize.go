@@ -26,8 +26,8 @@ import (
 // EncoderLanguagePrefix is where raw checkpoints keep the encoder's copy of the text model.
 const EncoderLanguagePrefix = "model.encoder.language_model."
 
-// rawCheckpoint is what sanitize reads: names, tensor metadata and raw bytes.
-type rawCheckpoint interface {
+// RawCheckpoint is what sanitize reads: names, tensor metadata and raw bytes.
+type RawCheckpoint interface {
 	Names() []string
 	Info(name string) (mx.DType, []int, error)
 	Data(name string) ([]byte, error)
@@ -39,7 +39,7 @@ var clippingBuffers = []string{".input_min", ".input_max", ".output_min", ".outp
 // sanitize maps the names Build expects to the checkpoint's tensor names. Tensors it drops
 // do not appear; copies it drops were checked against what they copy, and every problem
 // (an encoder copy or lm_head that differs, a tensor spelled two ways) is listed in one error.
-func sanitize(cfg *Config, ck rawCheckpoint, skipVision bool) (map[string]string, error) {
+func sanitize(cfg *Config, ck RawCheckpoint, skipVision bool) (map[string]string, error) {
 	names := ck.Names()
 	have := make(map[string]bool, len(names))
 	for _, n := range names {
@@ -97,8 +97,15 @@ func sanitize(cfg *Config, ck rawCheckpoint, skipVision bool) (map[string]string
 	return out, nil
 }
 
+// SanitizeNames maps the MLX names Load expects to a checkpoint's own tensor names by the
+// rules above (the raw Hugging Face layout or the MLX one), for tools that read a
+// checkpoint tensor by tensor (convert). Dropped copies are checked as Load checks them.
+func SanitizeNames(cfg *Config, ck RawCheckpoint, skipVision bool) (map[string]string, error) {
+	return sanitize(cfg, ck, skipVision)
+}
+
 // sameTensor reports whether two tensors have the same dtype, shape and bytes.
-func sameTensor(ck rawCheckpoint, a, b string) (bool, error) {
+func sameTensor(ck RawCheckpoint, a, b string) (bool, error) {
 	da, sa, err := ck.Info(a)
 	if err != nil {
 		return false, err

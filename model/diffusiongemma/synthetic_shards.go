@@ -56,10 +56,26 @@ func WriteSyntheticShards(dir string, cfg *Config, seed uint64, policy string, t
 	q := &Quantization{GroupSize: group, Bits: def, Mode: QuantModeAffine, Modules: map[string]ModuleQuantization{}}
 	cfg.Quantization = q
 	cfg.TextConfig.Dtype = "bfloat16"
+	return writeShards(dir, cfg, seed, bitsFor, group, q, false, tokenizerJSON)
+}
+
+// WriteSyntheticBF16Shards writes an unquantized bfloat16 checkpoint of cfg the way
+// WriteSyntheticShards writes a quantized one — one shard per decoder layer, drawn in
+// parallel, never more than a layer in memory — with Synthesize's weights (linears
+// uniform in ±√(3/in), the embedding in ±1) rounded to bfloat16: the dtype and, with
+// hfLayout, the tensor names of the original release as transformers' save_pretrained
+// writes it (experts.gate_up_proj / experts.down_proj without ".weight"). It is the input
+// `convert` is measured on: 26B-A4B is about 50 GB this way.
+func WriteSyntheticBF16Shards(dir string, cfg *Config, seed uint64, hfLayout bool, tokenizerJSON []byte) (ShardStats, error) {
+	cfg.Quantization = nil
+	cfg.TextConfig.Dtype = "bfloat16"
+	return writeShards(dir, cfg, seed, func(string) int { return 0 }, 0, nil, hfLayout, tokenizerJSON)
+}
+
+func writeShards(dir string, cfg *Config, seed uint64, bitsFor func(string) int, group int, q *Quantization, hfLayout bool, tokenizerJSON []byte) (ShardStats, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return ShardStats{}, fmt.Errorf("write checkpoint: %w", err)
 	}
-
 	// Shard 1: everything outside the decoder layers; shard i+2: layer i.
 	t := &cfg.TextConfig
 	layerOf := func(ts TensorSpec) int {
@@ -86,11 +102,19 @@ func WriteSyntheticShards(dir string, cfg *Config, seed uint64, policy string, t
 				bits = bitsFor(ts.Module)
 			}
 			if bits == 0 {
-				tensors = append(tensors, safetensors.Tensor{Name: ts.Name, DType: safetensors.BF16, Shape: ts.Shape,
-					Data: drawPlain(ts, seed, idx)})
+				name := ts.Name
+				if hfLayout && strings.Contains(name, ".experts.") {
+					name = strings.TrimSuffix(name, ".weight")
+				}
+				draw := drawPlain
+				if ts.Quantizable {
+					draw = drawDense
+				}
+				tensors = append(tensors, safetensors.Tensor{Name: name, DType: safetensors.BF16, Shape: ts.Shape,
+					Data: draw(ts, seed, idx)})
 				continue
 			}
-			if bits != def {
+			if bits != q.Bits {
 				q.Modules[ts.Module] = ModuleQuantization{Quantized: true, Bits: bits, GroupSize: group}
 			}
 			w, s, b, err := drawQuantized(ts, bits, group, seed, idx)
@@ -173,6 +197,24 @@ func drawPlain(ts TensorSpec, seed, stream uint64) []byte {
 	for i, v := range vals {
 		binary.LittleEndian.PutUint16(out[2*i:], bf16(v))
 	}
+	return out
+}
+
+// drawDense draws an unquantized linear, embedding or expert weight as Synthesize does
+// (uniform in ±√(3/in), ±1 for the embedding), stored in bfloat16.
+func drawDense(ts TensorSpec, seed, stream uint64) []byte {
+	in := ts.Shape[len(ts.Shape)-1]
+	rows := int(prod(ts.Shape[:len(ts.Shape)-1]))
+	a := math.Sqrt(3 / float64(in))
+	if strings.HasSuffix(ts.Module, "embed_tokens") {
+		a = 1
+	}
+	out := make([]byte, 2*rows*in)
+	rowBlocks(rows, seed, stream, func(lo, hi int, rng *rand.Rand) {
+		for i := lo * in; i < hi*in; i++ {
+			binary.LittleEndian.PutUint16(out[2*i:], bf16(float32(a*(2*rng.Float64()-1))))
+		}
+	})
 	return out
 }
 

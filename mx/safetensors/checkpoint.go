@@ -244,3 +244,12 @@ func (c *Checkpoint) Close() error {
 	}
 	return errors.Join(errs...)
 }
+
+// ReadAt copies part of the named tensor's bytes into dst, as File.ReadAt.
+func (c *Checkpoint) ReadAt(name string, dst []byte, off int64) error {
+	f, ok := c.owner[name]
+	if !ok {
+		return formatErr(c.dir, name, ErrNotFound, "no such tensor")
+	}
+	return f.ReadAt(name, dst, off)
+}

@@ -3,6 +3,7 @@ package safetensors
 import (
 	"fmt"
 	"maps"
+	"os"
 	"slices"
 )
 
@@ -87,6 +88,33 @@ func (f *File) Close() error {
 	}
 	if err := f.release(); err != nil {
 		return fmt.Errorf("safetensors: close %s: %w", f.path, err)
+	}
+	return nil
+}
+
+// ReadAt copies bytes [off, off+len(dst)) of the named tensor's data into dst with
+// pread, without touching the memory map: a caller that streams a file larger than
+// memory (convert) reads it this way so that the pages it has read stay in the page
+// cache, not in its resident set.
+func (f *File) ReadAt(name string, dst []byte, off int64) error {
+	if f.closed {
+		return formatErr(f.path, name, ErrClosed, "file already closed")
+	}
+	info, ok := f.hdr.tensors[name]
+	if !ok {
+		return formatErr(f.path, name, ErrNotFound, "no such tensor")
+	}
+	size := int64(info.Size())
+	if off < 0 || off > size || int64(len(dst)) > size-off {
+		return formatErr(f.path, name, ErrOffsets, "read of %d bytes at %d is outside the tensor's %d bytes", len(dst), off, size)
+	}
+	fh, err := os.Open(f.path)
+	if err != nil {
+		return fmt.Errorf("safetensors: %w", err)
+	}
+	defer fh.Close()
+	if _, err := fh.ReadAt(dst, int64(f.hdr.dataPos)+int64(info.Offsets[0])+off); err != nil {
+		return fmt.Errorf("safetensors: read %s: tensor %q: %w", f.path, name, err)
 	}
 	return nil
 }

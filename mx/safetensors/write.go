@@ -59,6 +59,20 @@ func planFile(path string, tensors []Tensor, metadata map[string]string) (*fileP
 	if err != nil {
 		return nil, err
 	}
+	sizes := make([]int, len(sorted))
+	for i, t := range sorted {
+		sizes[i] = len(t.Data)
+	}
+	header, err := planHeader(path, sorted, sizes, metadata)
+	if err != nil {
+		return nil, err
+	}
+	return &filePlan{header: header, tensors: sorted}, nil
+}
+
+// planHeader renders the header of sorted tensors laid out in that order with the given
+// data sizes: __metadata__ first, padded with spaces to a multiple of 8 bytes.
+func planHeader(path string, sorted []Tensor, sizes []int, metadata map[string]string) ([]byte, error) {
 	var b bytes.Buffer
 	b.WriteByte('{')
 	if len(metadata) > 0 {
@@ -88,8 +102,8 @@ func planFile(path string, tensors []Tensor, metadata map[string]string) (*fileP
 			}
 			b.WriteString(strconv.Itoa(d))
 		}
-		fmt.Fprintf(&b, `],"data_offsets":[%d,%d]}`, offset, offset+len(t.Data))
-		offset += len(t.Data)
+		fmt.Fprintf(&b, `],"data_offsets":[%d,%d]}`, offset, offset+sizes[i])
+		offset += sizes[i]
 	}
 	b.WriteByte('}')
 	for b.Len()%8 != 0 {
@@ -98,7 +112,7 @@ func planFile(path string, tensors []Tensor, metadata map[string]string) (*fileP
 	if b.Len() > maxHeaderSize {
 		return nil, formatErr(path, "", ErrHeaderLength, "header length %d exceeds the limit of %d bytes", b.Len(), maxHeaderSize)
 	}
-	return &filePlan{header: b.Bytes(), tensors: sorted}, nil
+	return b.Bytes(), nil
 }
 
 func (p *filePlan) writeTo(w io.Writer) error {
@@ -138,22 +152,24 @@ func checkTensors(path string, tensors []Tensor) ([]Tensor, error) {
 	return sorted, nil
 }
 
-func checkTensor(path string, t Tensor) error {
+// checkSpec validates a tensor's name, dtype and shape (not its data) and returns the
+// number of data bytes they call for.
+func checkSpec(path string, t Tensor) (int, error) {
 	switch {
 	case t.Name == "":
-		return formatErr(path, "", ErrName, "empty tensor name")
+		return 0, formatErr(path, "", ErrName, "empty tensor name")
 	case t.Name == metadataKey:
-		return formatErr(path, t.Name, ErrName, "name is reserved for metadata")
+		return 0, formatErr(path, t.Name, ErrName, "name is reserved for metadata")
 	case !utf8.ValidString(t.Name):
-		return formatErr(path, t.Name, ErrName, "name is not valid UTF-8")
+		return 0, formatErr(path, t.Name, ErrName, "name is not valid UTF-8")
 	case !t.DType.Valid():
-		return formatErr(path, t.Name, ErrDType, "unknown dtype %q", t.DType)
+		return 0, formatErr(path, t.Name, ErrDType, "unknown dtype %q", t.DType)
 	}
 	n := uint64(1)
 	overflow := false
 	for _, d := range t.Shape {
 		if d < 0 {
-			return formatErr(path, t.Name, ErrShape, "shape %v has a negative dimension", t.Shape)
+			return 0, formatErr(path, t.Name, ErrShape, "shape %v has a negative dimension", t.Shape)
 		}
 		hi, lo := bits.Mul64(n, uint64(d))
 		overflow = overflow || hi != 0
@@ -161,9 +177,17 @@ func checkTensor(path string, t Tensor) error {
 	}
 	hi, want := bits.Mul64(n, uint64(t.DType.Size()))
 	if overflow || hi != 0 || want > math.MaxInt {
-		return formatErr(path, t.Name, ErrShape, "shape %v of %s overflows", t.Shape, t.DType)
+		return 0, formatErr(path, t.Name, ErrShape, "shape %v of %s overflows", t.Shape, t.DType)
 	}
-	if uint64(len(t.Data)) != want {
+	return int(want), nil
+}
+
+func checkTensor(path string, t Tensor) error {
+	want, err := checkSpec(path, t)
+	if err != nil {
+		return err
+	}
+	if len(t.Data) != want {
 		return formatErr(path, t.Name, ErrSize, "shape %v of %s needs %d bytes, got %d", t.Shape, t.DType, want, len(t.Data))
 	}
 	return nil
