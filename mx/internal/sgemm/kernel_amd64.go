@@ -218,3 +218,15 @@ var packRowsAVX = cpu.X86.HasAVX
 //
 //go:noescape
 func prefetchL2(p *float32, n int)
+
+// fmaPeakZ runs n iterations of twelve independent AVX-512 fused multiply-adds on
+// registers (384 flops each): the FMA peak the kernels are measured against
+// (BenchmarkFMAPeak). n must be positive.
+//
+//go:noescape
+func fmaPeakZ(n int)
+
+// fmaPeakY is fmaPeakZ with AVX2 registers (192 flops an iteration).
+//
+//go:noescape
+func fmaPeakY(n int)
