@@ -141,7 +141,7 @@ if [ -n "$REAL" ]; then
 fi
 for k in "${!PEERDIR[@]}"; do
 	d=${PEERDIR[$k]}
-	while [ ! -f "$d/ready" ] && [ "$(el)" -lt 170 ]; do sleep 0.5; done
+	while [ ! -f "$d/ready" ] && [ "$(el)" -lt 170 ] && [ "$(left)" -gt 20 ]; do sleep 0.5; done
 	[ -f "$d/ready" ] || log "peer $k not ready: $(tail -3 "$d/err")"
 done
 log "peers ready"
