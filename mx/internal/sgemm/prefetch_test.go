@@ -62,7 +62,7 @@ func TestQueueLocate(t *testing.T) {
 	}
 	first := []int{0, 15, 16, 28}
 	var q queue
-	q.plans, q.first, q.tasks = plans, first, 28
+	q.plans, q.first, q.tasks, q.workers = plans, first, 28, 2
 	for task := range q.tasks {
 		pl, i0, mt, j0, nt := q.locate(task)
 		i := 0

@@ -513,7 +513,7 @@ func runBatch(ps []*problem, ks kernels, workers int) {
 		shareA(plans, workers)
 	}
 	var next atomic.Int64
-	q := &queue{plans: plans, first: first, next: &next, tasks: tasks}
+	q := &queue{plans: plans, first: first, next: &next, tasks: tasks, workers: workers}
 	work := func() {
 		w := newWorker(ks, sz)
 		defer w.release()
@@ -538,10 +538,11 @@ func runBatch(ps []*problem, ks kernels, workers int) {
 
 // queue hands out the tasks (tiles) of a batch's plans, numbered plan by plan.
 type queue struct {
-	plans []plan
-	first []int // first[i] is the number of the first task of plan i
-	next  *atomic.Int64
-	tasks int
+	plans   []plan
+	first   []int // first[i] is the number of the first task of plan i
+	next    *atomic.Int64
+	tasks   int
+	workers int // goroutines pulling from it
 }
 
 // claim takes the next unclaimed task (tasks when none is left).
@@ -622,15 +623,33 @@ func (w *worker) nextBlock(pc, kb, j0, nt int) (bAhead, bool) {
 	if pc+kb < w.k {
 		return w.plan.block(pc+kb, min(w.kc, w.k-pc-kb), j0, nt)
 	}
-	if w.queue == nil || w.ahead >= 0 {
+	q := w.queue
+	if q == nil || w.ahead >= 0 {
 		return bAhead{}, false
 	}
-	w.ahead = w.queue.claim()
-	if w.ahead >= w.queue.tasks {
+	// Claiming early gives up some dynamic balance, so only for a tile whose B is worth
+	// prefetching, and never among the batch's last tiles (one per worker), which stay
+	// first come, first served.
+	t := int(q.next.Load())
+	if t+q.workers > q.tasks {
 		return bAhead{}, false
 	}
-	pl, _, _, j1, nt1 := w.queue.locate(w.ahead)
+	if pl, _, _, j1, nt1 := q.locate(t); !pl.prefetchable(j1, nt1) {
+		return bAhead{}, false
+	}
+	w.ahead = q.claim() // t, unless another worker took it meanwhile
+	if w.ahead >= q.tasks {
+		return bAhead{}, false
+	}
+	pl, _, _, j1, nt1 := q.locate(w.ahead)
 	return pl.block(0, min(pl.kc, pl.k), j1, nt1)
+}
+
+// prefetchable says whether the first k-block of pl's tile at columns j0..j0+nt has a B
+// that block would hint.
+func (pl *plan) prefetchable(j0, nt int) bool {
+	_, ok := pl.block(0, min(pl.kc, pl.k), j0, nt)
+	return ok
 }
 
 // bufSizes are the largest buffers any tile of a batch needs.
