@@ -98,6 +98,12 @@ def main():
     ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"],
                     help="base weights and activations (PEFT keeps LoRA weights in float32: autocast_adapter_dtype)")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="time --steps steps this many times in one process (with --sync: one round per go.N file)")
+    ap.add_argument("--sync", default="",
+                    help="directory: write ready once warm, then for N = 1..rounds wait for go.N, time a round, "
+                         "print its JSON line and write done.N, so a driver can alternate rounds with another "
+                         "program without re-importing torch and rebuilding the model each time")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
@@ -138,6 +144,22 @@ def main():
     step()  # warm-up
     if cuda:
         torch.cuda.synchronize()
+    if args.sync:
+        open(os.path.join(args.sync, "ready"), "w").close()
+    for n in range(1, args.rounds + 1):
+        if args.sync:
+            while not os.path.exists(os.path.join(args.sync, "go.%d" % n)):
+                time.sleep(0.02)
+        timed(args, config, params, n_adapted, step, cuda)
+        if args.sync:
+            open(os.path.join(args.sync, "done.%d" % n), "w").close()
+
+
+def timed(args, config, params, n_adapted, step, cuda):
+    """Times --steps steps and prints the result (one JSON line with --json)."""
+    import peft
+    import transformers
+    if cuda:
         torch.cuda.reset_peak_memory_stats()
     r0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
     for _ in range(args.steps):
@@ -164,7 +186,7 @@ def main():
         res["peak_gpu_bytes"] = torch.cuda.max_memory_allocated()  # timed steps only (reset after warm-up)
         res["gpu"] = torch.cuda.get_device_name()
     if args.json:
-        print(json.dumps(res))
+        print(json.dumps(res), flush=True)
     else:
         print(f"transformers+peft: {res['tokens_per_sec']:.1f} tokens/s, {res['ms_per_step']:.1f} ms/step, "
               f"peak RSS {res['peak_rss_bytes'] >> 20} MiB, {res['trainable_params']} trainable")

@@ -49,3 +49,44 @@ func AdamStep(p, g, m, v *Array, c AdamConstants) (newP, newM, newV *Array, ok b
 	hp, hm, hv := s.AdamStep(p.h, g.h, m.h, v.h, c)
 	return Wrap(p.e, hp), Wrap(p.e, hm), Wrap(p.e, hv), true
 }
+
+// AdamStepperAll is the optional capability of an engine that applies AdamStepper's
+// update to many float32 parameters at once — one pass, and one parallel region, over
+// the elements of all of them — with each element's operations those of AdamStep, so
+// the results are bitwise AdamStep's. A LoRA step's optimizer updates ~80 adapter
+// tensors of a few thousand elements each: one call per tensor is ~80 regions too small
+// to spread over many cores.
+type AdamStepperAll interface {
+	AdamStepAll(ps, gs, ms, vs []Handle, c AdamConstants) (newP, newM, newV []Handle)
+}
+
+// AdamStepAll is AdamStep over parameters ps with gradients gs and states ms, vs (index
+// by index) in one call, when the engine has AdamStepperAll and every array is float32 of
+// its parameter's shape (ok false otherwise: step them one by one). The results are new
+// arrays.
+func AdamStepAll(ps, gs, ms, vs []*Array, c AdamConstants) (newP, newM, newV []*Array, ok bool) {
+	if len(ps) == 0 || len(gs) != len(ps) || len(ms) != len(ps) || len(vs) != len(ps) {
+		return nil, nil, nil, false
+	}
+	e := ps[0].e
+	s, has := e.(AdamStepperAll)
+	if !has {
+		return nil, nil, nil, false
+	}
+	hs := [4][]Handle{}
+	for k, group := range [4][]*Array{ps, gs, ms, vs} {
+		hs[k] = make([]Handle, len(ps))
+		for i, a := range group {
+			if a.e != e || a.DType() != Float32 || !slices.Equal(a.Shape(), ps[i].Shape()) {
+				return nil, nil, nil, false
+			}
+			hs[k][i] = a.h
+		}
+	}
+	hp, hm, hv := s.AdamStepAll(hs[0], hs[1], hs[2], hs[3], c)
+	newP, newM, newV = make([]*Array, len(ps)), make([]*Array, len(ps)), make([]*Array, len(ps))
+	for i := range ps {
+		newP[i], newM[i], newV[i] = Wrap(e, hp[i]), Wrap(e, hm[i]), Wrap(e, hv[i])
+	}
+	return newP, newM, newV, true
+}

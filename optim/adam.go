@@ -2,6 +2,7 @@ package optim
 
 import (
 	"fmt"
+	"maps"
 	"math"
 
 	"github.com/dgtune/dgtune/mx"
@@ -95,7 +96,41 @@ func finiteNonNeg(v float64) bool { return v >= 0 && !math.IsInf(v, 1) }
 
 // Update applies one Adam(W) step; see [Optimizer].
 func (o *Adam) Update(params, grads Params) Params {
+	if out, ok := o.fusedAll(params, grads); ok {
+		return out
+	}
 	return o.update(params, grads, o.single)
+}
+
+// fusedAll is update with every parameter through the engine's one-call update of all of
+// them (mx.AdamStepAll), when it has one and the parameters are float32 without bias
+// correction: per element the same operations as fused, so the same bits as single.
+func (o *Adam) fusedAll(params, grads Params) (Params, bool) {
+	if o.cfg.BiasCorrection {
+		return nil, false
+	}
+	names := o.gradNames(params, grads) // panics on a bad gradient, as update does
+	if len(names) == 0 {
+		return nil, false
+	}
+	var ps, gs, ms, vs []*mx.Array
+	for _, n := range names {
+		ps, gs = append(ps, params[n]), append(gs, grads[n])
+		ms, vs = append(ms, o.state[stateKey("m", n)]), append(vs, o.state[stateKey("v", n)])
+	}
+	np, nm, nv, ok := mx.AdamStepAll(ps, gs, ms, vs, o.constants())
+	if !ok {
+		return nil, false
+	}
+	o.step++
+	out := maps.Clone(params)
+	for i, n := range names {
+		out[n] = np[i]
+		o.state[stateKey("m", n)], o.state[stateKey("v", n)] = nm[i], nv[i]
+		ms[i].Free()
+		vs[i].Free()
+	}
+	return out, true
 }
 
 // single follows mlx.optimizers.Adam(W).apply_single operation by operation so that
@@ -133,6 +168,16 @@ func (o *Adam) single(p, g *mx.Array, st []*mx.Array) (*mx.Array, []*mx.Array) {
 // for float32 without bias correction: the same float32 operations on the same scalars,
 // so the same bits. Each scalar below is the value the composition's scalar array holds.
 func (o *Adam) fused(p, g *mx.Array, st []*mx.Array) (*mx.Array, []*mx.Array, bool) {
+	np, nm, nv, ok := mx.AdamStep(p, g, st[0], st[1], o.constants())
+	if !ok {
+		return nil, nil, false
+	}
+	return np, []*mx.Array{nm, nv}, true
+}
+
+// constants are the scalars of the float32 composition without bias correction, each the
+// value the composition's scalar array holds.
+func (o *Adam) constants() mx.AdamConstants {
 	b1, b2 := o.cfg.Betas[0], o.cfg.Betas[1]
 	lr := float32(o.lr) // learningRate: the rate as float32
 	c := mx.AdamConstants{
@@ -146,9 +191,5 @@ func (o *Adam) fused(p, g *mx.Array, st []*mx.Array) (*mx.Array, []*mx.Array, bo
 		// the product from fusing into the subtraction.
 		c.HasDecay, c.Decay = true, 1-float32(lr*float32(wd))
 	}
-	np, nm, nv, ok := mx.AdamStep(p, g, st[0], st[1], c)
-	if !ok {
-		return nil, nil, false
-	}
-	return np, []*mx.Array{nm, nv}, true
+	return c
 }

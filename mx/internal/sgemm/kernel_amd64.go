@@ -23,6 +23,7 @@ func defaultKernels() kernels {
 		return goKernels()
 	}
 	ks := avx2Kernels()
+	ks.prefetch = true
 	if hasAVX512() {
 		ks.tile6x16, ks.pair, ks.thin, ks.skinnyT16 = kernel6x16AVX512, kernelAVX512, thinAVX512, skinnyT16AVX512
 	}
@@ -212,3 +213,20 @@ func packRows8AVX(src *float32, ld int, dst *float32, panels int, pstride int)
 
 // packRowsAVX says whether packBRows may use packRows8AVX.
 var packRowsAVX = cpu.X86.HasAVX
+
+// prefetchL2 hints p[0..n) into L2 (PREFETCHT1); n must be positive. No value changes.
+//
+//go:noescape
+func prefetchL2(p *float32, n int)
+
+// fmaPeakZ runs n iterations of twelve independent AVX-512 fused multiply-adds on
+// registers (384 flops each): the FMA peak the kernels are measured against
+// (BenchmarkFMAPeak). n must be positive.
+//
+//go:noescape
+func fmaPeakZ(n int)
+
+// fmaPeakY is fmaPeakZ with AVX2 registers (192 flops an iteration).
+//
+//go:noescape
+func fmaPeakY(n int)

@@ -27,3 +27,6 @@ const packRowsAVX = false
 func packRows8AVX(src *float32, ld int, dst *float32, panels int, pstride int) {
 	panic("sgemm: no AVX packing")
 }
+
+// prefetchL2 is never called here: the portable kernels do not prefetch.
+func prefetchL2(p *float32, n int) { panic("sgemm: no prefetch") }

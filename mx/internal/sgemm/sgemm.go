@@ -3,6 +3,7 @@ package sgemm
 import (
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -45,6 +46,12 @@ const (
 	// the tall row tiles of a decoded B: its packing then costs more than re-packing A.
 	bigB = 1 << 18
 
+	// prefetchMinB is the size of op(B) (elements, 256 KiB of float32) from which its next
+	// block is prefetched: an expert's or a linear's weight, which streams from memory,
+	// and not attention's keys and values, which are in cache already (a hint of a line
+	// in cache still takes a load slot from the micro-kernel).
+	prefetchMinB = 1 << 16
+
 	// minParallel is the number of multiply-adds below which starting goroutines
 	// costs more than it saves (2^16 MACs take ~4 µs on one AVX2 core; starting and
 	// joining a goroutine one or two).
@@ -63,6 +70,10 @@ type kernels struct {
 	// sixteen A values per k step: the LoRA gradient xᵀ·dxa).
 	skinnyT16 skinnyT16Kernel
 	thin      thinKernel
+	// prefetch: while a k-block's panels are swept, hint the float32 B of the next one
+	// (the next k-block of the tile, or the first of the tile claimed next) into L2 (see
+	// bAhead). Values never change; only when packing the next block waits on memory.
+	prefetch bool
 }
 
 // skinnyT16Kernel computes the 16×skinnyCols tile C[i, j] (+)= Σ_p A[i, p]·B[p, j] with
@@ -502,30 +513,48 @@ func runBatch(ps []*problem, ks kernels, workers int) {
 		shareA(plans, workers)
 	}
 	var next atomic.Int64
+	q := &queue{plans: plans, first: first, next: &next, tasks: tasks, workers: workers}
 	work := func() {
 		w := newWorker(ks, sz)
 		defer w.release()
-		i := 0
-		for {
-			t := int(next.Add(1) - 1)
-			if t >= tasks {
-				return
-			}
-			for t >= first[i+1] {
-				i++
-			}
-			pl := &plans[i]
+		w.queue = q
+		t := q.claim()
+		for t < tasks {
+			pl, i0, mt, j0, nt := q.locate(t)
 			w.bind(pl)
-			t -= first[i]
-			i0, j0 := (t/pl.tilesN)*pl.tm, (t%pl.tilesN)*pl.tn
-			mt, nt := min(pl.tm, pl.m-i0), min(pl.tn, pl.n-j0)
+			w.ahead = -1
 			w.tile(i0, mt, j0, nt)
 			if pl.then != nil {
 				pl.then(i0, i0+mt, j0, j0+nt)
 			}
+			t = w.ahead
+			if t < 0 {
+				t = q.claim()
+			}
 		}
 	}
 	par.Run(workers, work)
+}
+
+// queue hands out the tasks (tiles) of a batch's plans, numbered plan by plan.
+type queue struct {
+	plans   []plan
+	first   []int // first[i] is the number of the first task of plan i
+	next    *atomic.Int64
+	tasks   int
+	workers int // goroutines pulling from it
+}
+
+// claim takes the next unclaimed task (tasks when none is left).
+func (q *queue) claim() int { return min(int(q.next.Add(1)-1), q.tasks) }
+
+// locate returns task t's plan and tile: rows i0..i0+mt, columns j0..j0+nt.
+func (q *queue) locate(t int) (pl *plan, i0, mt, j0, nt int) {
+	i, _ := slices.BinarySearch(q.first, t+1)
+	pl = &q.plans[i-1]
+	t -= q.first[i-1]
+	i0, j0 = (t/pl.tilesN)*pl.tm, (t%pl.tilesN)*pl.tn
+	return pl, i0, min(pl.tm, pl.m-i0), j0, min(pl.tn, pl.n-j0)
 }
 
 // split cuts n into the fewest parts of at most limit, evened out and rounded up
@@ -550,6 +579,77 @@ type worker struct {
 	bufs       *buffers
 	plan       *plan
 	curA       []float32 // the packed A block of the current k-block
+	// queue, when set, is the batch the worker pulls tiles from; ahead is the task it
+	// claimed during its current tile's last k-block to prefetch its B (−1: none).
+	queue *queue
+	ahead int
+}
+
+// bAhead is a float32 op(B) block to hint into L2 while the current one is swept: segs
+// runs of length floats, run s starting at b[base + s·stride].
+type bAhead struct {
+	b                          []float32
+	base, stride, segs, length int
+}
+
+// block returns the bAhead of rows pc..pc+kb−1 and columns j0..j0+nt−1 of pl's op(B),
+// ok false when pl's B is not a float32 matrix packed per block (decoded by a PackFunc,
+// streamed by rows, or packed once whole).
+func (pl *plan) block(pc, kb, j0, nt int) (bAhead, bool) {
+	if pl.pack != nil || pl.rows || pl.thin || pl.skinny || kb <= 0 || nt <= 0 || pl.k*pl.n < prefetchMinB {
+		return bAhead{}, false
+	}
+	if pl.tb {
+		// op(B)[p, j] = b[j·ldb + p]: one run of kb per column.
+		return bAhead{b: pl.b, base: j0*pl.ldb + pc, stride: pl.ldb, segs: nt, length: kb}, true
+	}
+	return bAhead{b: pl.b, base: pc*pl.ldb + j0, stride: pl.ldb, segs: kb, length: nt}, true
+}
+
+// hint prefetches runs lo..hi−1 of a.
+func (a *bAhead) hint(lo, hi int) {
+	for s := lo; s < hi; s++ {
+		prefetchL2(&a.b[a.base+s*a.stride], a.length)
+	}
+}
+
+// nextBlock is the block to prefetch during k-block pc (length kb) of the tile at
+// columns j0..j0+nt: the tile's next k-block, or, during its last, the first of the task
+// the worker claims now (w.ahead) and computes next.
+func (w *worker) nextBlock(pc, kb, j0, nt int) (bAhead, bool) {
+	if !w.prefetch {
+		return bAhead{}, false
+	}
+	if pc+kb < w.k {
+		return w.plan.block(pc+kb, min(w.kc, w.k-pc-kb), j0, nt)
+	}
+	q := w.queue
+	if q == nil || w.ahead >= 0 {
+		return bAhead{}, false
+	}
+	// Claiming early gives up some dynamic balance, so only for a tile whose B is worth
+	// prefetching, and never among the batch's last tiles (one per worker), which stay
+	// first come, first served.
+	t := int(q.next.Load())
+	if t+q.workers > q.tasks {
+		return bAhead{}, false
+	}
+	if pl, _, _, j1, nt1 := q.locate(t); !pl.prefetchable(j1, nt1) {
+		return bAhead{}, false
+	}
+	w.ahead = q.claim() // t, unless another worker took it meanwhile
+	if w.ahead >= q.tasks {
+		return bAhead{}, false
+	}
+	pl, _, _, j1, nt1 := q.locate(w.ahead)
+	return pl.block(0, min(pl.kc, pl.k), j1, nt1)
+}
+
+// prefetchable says whether the first k-block of pl's tile at columns j0..j0+nt has a B
+// that block would hint.
+func (pl *plan) prefetchable(j0, nt int) bool {
+	_, ok := pl.block(0, min(pl.kc, pl.k), j0, nt)
+	return ok
 }
 
 // bufSizes are the largest buffers any tile of a batch needs.
@@ -621,7 +721,12 @@ func (w *worker) tile(i0, mt, j0, nt int) {
 			} else {
 				packB(w.bufB, w.b, w.ldb, w.tb, pc, kb, j0, nt)
 			}
-			w.sweep(kb, i0, mt, j0, nt, w.bufB, acc)
+			ahead, ok := w.nextBlock(pc, kb, j0, nt)
+			var pf *bAhead
+			if ok {
+				pf = &ahead
+			}
+			w.sweep(kb, i0, mt, j0, nt, w.bufB, acc, pf)
 			continue
 		}
 		// The row kernel takes whole multiples of rowUnit columns; the rest (fewer
@@ -637,7 +742,7 @@ func (w *worker) tile(i0, mt, j0, nt int) {
 		}
 		if nw < nt {
 			packB(w.bufB, w.b, w.ldb, w.tb, pc, kb, j0+nw, nt-nw)
-			w.sweep(kb, i0, mt, j0+nw, nt-nw, w.bufB, acc)
+			w.sweep(kb, i0, mt, j0+nw, nt-nw, w.bufB, acc, nil)
 		}
 	}
 }
@@ -689,7 +794,7 @@ func (w *worker) skinnyTile(i0, mt, j0, nt int) {
 		if full < mt {
 			packA(w.bufA, w.a, w.lda, w.ta, i0+full, mt-full, pc, kb)
 			w.curA = w.bufA
-			w.sweep(kb, i0+full, mt-full, j0, nt, w.bufB, acc)
+			w.sweep(kb, i0+full, mt-full, j0, nt, w.bufB, acc, nil)
 		}
 	}
 }
@@ -733,9 +838,17 @@ func (w *worker) thinTile(i0, mt, j0, nt int) {
 }
 
 // sweep runs the tile kernel over C[i0:i0+mt, j0:j0+nt] for one k-block of kb, from the
-// packed A block and the packed B panels bp.
-func (w *worker) sweep(kb, i0, mt, j0, nt int, bp []float32, acc bool) {
+// packed A block and the packed B panels bp. With pf set, each panel's sweep first hints
+// its share of pf's runs into L2, so the next block's weight streams in from memory while
+// this one is multiplied (a float32 weight packs from memory otherwise: the experts' 48-row
+// products spent about as long packing B as multiplying).
+func (w *worker) sweep(kb, i0, mt, j0, nt int, bp []float32, acc bool, pf *bAhead) {
+	panels := (nt + nr - 1) / nr
 	for jr := 0; jr < nt; jr += nr {
+		if pf != nil {
+			q := jr / nr
+			pf.hint(q*pf.segs/panels, (q+1)*pf.segs/panels)
+		}
 		nn := min(nr, nt-jr)
 		panel := bp[jr*kb:]
 		for ir := 0; ir < mt; ir += mr {
