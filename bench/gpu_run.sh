@@ -15,7 +15,7 @@
 # command, output and "#rc=… seconds=…"; an item already done (rc 0) is skipped, so the script can
 # be re-run after an interruption; RESULTS/all.txt collects every item's JSON and output tail. ITEMS
 # picks groups: smoke parity demo bench real peer (default: all), and route (the real geometry's
-# bf16 step with MLX's quantized kernels, DGTUNE_MLX_QUANTIZED=kernel, against the engine's
+# bf16 step with MLX's quantized kernels, MLXENG_QUANTIZED=kernel, against the engine's
 # default). BENCH_DTYPES (default "float32 bfloat16") and GO16=0 (skip the go engine) narrow bench;
 # REAL_DTYPES (default "bfloat16 float32") narrows real.
 set -u
@@ -91,7 +91,7 @@ if want compiled; then
   item mlx-real-2048x256-bf16-ckpt-compiled 300 env ${REAL_BEST:-MLX_MAX_OPS_PER_BUFFER=20} $B/probe-mlx bench --backend mlx --model $S/real-4 --prompt-len 2048 --canvas-len 256 --steps 3 --warmup 1 --compute-dtype bfloat16 --grad-checkpoint --compile --json
 fi
 if want route; then
-  item mlx-real-128x256-bfloat16-kernel 420 env DGTUNE_MLX_QUANTIZED=kernel $B/probe-mlx bench --backend mlx --model $S/real-4 --prompt-len 128 --canvas-len 256 --steps 3 --warmup 1 --compute-dtype bfloat16 --json
+  item mlx-real-128x256-bfloat16-kernel 420 env MLXENG_QUANTIZED=kernel $B/probe-mlx bench --backend mlx --model $S/real-4 --prompt-len 128 --canvas-len 256 --steps 3 --warmup 1 --compute-dtype bfloat16 --json
 fi
 if want peer; then
   for attn in ${PEER_REAL_ATTN:-sdpa eager}; do

@@ -31,6 +31,7 @@ type Config struct {
 	LossNormalization     string       `mapstructure:"loss_normalization" help:"micro_batch (each micro-batch's denoising loss over its own scored positions, micro-batches averaged; mlx-lm) or step (over the scored positions of the whole step, every micro-batch and rank; NeMo AutoModel)"`
 	GradClip              float64      `mapstructure:"grad_clip" help:"clip the global gradient norm to this (0 = off)"`
 	GradCheckpoint        bool         `mapstructure:"grad_checkpoint" help:"recompute each layer in the backward pass instead of keeping its activations (less memory, ~1/3 more compute; lora only)"`
+	Compile               bool         `mapstructure:"compile" help:"compile each example's loss and gradient (mlx engine: mlx.compile, traced once per prompt and canvas length; the reference objective without LoRA dropout; other steps run uncompiled)"`
 	EarlyStoppingPatience int          `mapstructure:"early_stopping_patience" help:"stop after this many evaluations without a better val loss (0 = off)"`
 	Shuffle               bool         `mapstructure:"shuffle" help:"shuffle the train split each epoch (seeded)"`
 

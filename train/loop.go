@@ -87,6 +87,11 @@ type run struct {
 	stopBy   []int // ranks that asked to stop (a signal), agreed in the last step's all_sum
 	timing   stepTiming
 	check    *DataCheck
+	// compiled is the compiled dense loss and gradient of one example (compile: true),
+	// with the parameter names in its argument order; nil when the step is not compiled.
+	compiled      func([]*mx.Array) []*mx.Array
+	compiledNames []string
+	release       func()
 }
 
 // Run trains as cfg says. It returns ErrInterrupted after saving when ctx is cancelled.
@@ -135,6 +140,9 @@ func Run(ctx context.Context, cfg config.Config, opt Options) (res *Result, err 
 		return nil, err
 	}
 	defer r.reporter.Close()
+	if r.release != nil {
+		defer r.release()
+	}
 	res, err = r.loop(ctx)
 	if err != nil {
 		return res, err
@@ -247,6 +255,9 @@ func prepare(cfg config.Config, opt Options, c *cluster) (*run, error) {
 		s.Model.GradCheckpoint = cfg.GradCheckpoint
 	}
 	if r.opt, err = newOptimizer(cfg, r.params.Params()); err != nil {
+		return nil, err
+	}
+	if err := r.compileStep(); err != nil {
 		return nil, err
 	}
 	if r.sched, err = optim.ParseSchedule(optim.ScheduleConfig{
@@ -637,6 +648,9 @@ func (r *run) exampleGrad(params map[string]*mx.Array, names []string, step, m i
 	}
 	adapter, dropout := r.params.(*lora.Adapter)
 	dropout = dropout && r.cfg.LoRAParameters.Dropout > 0
+	if r.compiled != nil && r.s.Objective.DenseSupported(mb.examples[i], mb.corr[i]) {
+		return r.compiledGrad(params, mb.examples[i], mb.corr[i], count)
+	}
 	if dropout {
 		adapter.SetTraining(mx.Key(e, DeriveSeed(r.cfg.Seed, seedDropout, uint64(step), uint64(m), uint64(mb.index[i]))))
 	}

@@ -159,7 +159,7 @@ const (
 
 // quantizedRouteEnv overrides the default route ("kernel" or "dequant"), for measuring
 // one against the other.
-const quantizedRouteEnv = "DGTUNE_MLX_QUANTIZED"
+const quantizedRouteEnv = "MLXENG_QUANTIZED"
 
 // chooseQuantizedRoute is dequant on CUDA (a GPU not on macOS), kernel elsewhere, unless
 // the environment names one.
