@@ -2,6 +2,7 @@ package train
 
 import (
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -23,7 +24,9 @@ func TestSharedStateRoundTrip(t *testing.T) {
 	st := State{Step: 7, Position: data.Position{Epoch: 1, Offset: 3}, Seed: 9, LearningRate: 1e-3, TrainedTokens: 1234,
 		BestValLoss: &best, Window: []float64{0.1, 0.30000000000000004}, OptimizerStep: 7, FineTuneType: "lora",
 		ParamFingerprints: []string{"a[2 3]"}, WorldSize: 2}
-	params := map[string]*mx.Array{"a": mx.FromFloat32(e, []float32{1, -0.0, 3.5e-39, 4, 5, 6}, 2, 3)}
+	// A negative zero must cross bit for bit (-0.0 in Go source is +0: the constant has no sign).
+	negZero := float32(math.Copysign(0, -1))
+	params := map[string]*mx.Array{"a": mx.FromFloat32(e, []float32{1, negZero, 3.5e-39, 4, 5, 6}, 2, 3)}
 	opt := map[string]*mx.Array{"m.a": mx.FromFloat32(e, []float32{-1, 2, -3, 4, -5, 6}, 2, 3), "step": mx.FromInt32(e, []int32{7})}
 	if err := saveState(dir, st, params, opt); err != nil {
 		t.Fatal(err)
