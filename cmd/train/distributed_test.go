@@ -43,13 +43,20 @@ func TestDistributed(t *testing.T) {
 		for _, v := range []struct {
 			name string
 			args []string
+			tol  float64 // the adapters' ‖Δ‖/‖x‖ per tensor
 		}{
 			// The case: global batch 2, one example per rank; 9 train rows, so
-			// step 5 ends the epoch with a single example and rank 1 has none.
-			{"batch 2", []string{"--batch-size", "2"}},
+			// step 5 ends the epoch with a single example and rank 1 has none. Each rank
+			// adds one example's gradient, as one process adds two: equal to the bit.
+			{"batch 2", []string{"--batch-size", "2"}, 0},
 			// Gradient accumulation and dropout: the scored positions are summed per
-			// micro-batch, the masks keyed by the global example.
-			{"batch 4, accumulation 2, dropout", []string{"--batch-size", "4", "--grad-accumulation-steps", "2", "--lora-parameters.dropout", "0.2"}},
+			// micro-batch, the masks keyed by the global example. Two ranks add the same
+			// per-example gradients in another order — each rank its examples (b % 2) and
+			// micro-batches, then the all_sum: (a+c)/2 + (b+d)/2 where one process forms
+			// ((a+b) + (c+d))/2 — and AdamW's division by √v magnifies that rounding
+			// where a gradient is near zero. Measured: 2.9e-5 (1.3e-5 with one process
+			// made to add in the ranks' order within a micro-batch; 3.2e-6 without dropout).
+			{"batch 4, accumulation 2, dropout", []string{"--batch-size", "4", "--grad-accumulation-steps", "2", "--lora-parameters.dropout", "0.2"}, 1e-4},
 		} {
 			t.Run(v.name, func(t *testing.T) {
 				one := filepath.Join(f.dir, "one-"+strings.ReplaceAll(v.name, " ", ""))
@@ -59,7 +66,7 @@ func TestDistributed(t *testing.T) {
 				if !strings.Contains(out, "[rank 1] distributed: rank 1 of 2 joined") {
 					t.Errorf("no word from rank 1:\n%s", out)
 				}
-				frob, elem := compareAdapters(t, filepath.Join(one, train.AdapterFile), filepath.Join(two, train.AdapterFile), 1e-5)
+				frob, elem := compareAdapters(t, filepath.Join(one, train.AdapterFile), filepath.Join(two, train.AdapterFile), v.tol)
 				losses := compareMetrics(t, one, two, 1e-5)
 				t.Logf("1 process vs 2 ranks: adapter ‖Δ‖/‖x‖ ≤ %.3g per tensor (elementwise max |Δ|/max |x| %.3g), losses within %.3g", frob, elem, losses)
 				if w := stateOf(t, two).WorldSize; w != 2 {
