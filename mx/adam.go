@@ -1,6 +1,9 @@
 package mx
 
-import "slices"
+import (
+	"fmt"
+	"slices"
+)
 
 // AdamStepper is the optional capability of an engine that applies one Adam(W) update
 // (without bias correction) to a float32 parameter in one pass over its elements, in
@@ -26,28 +29,37 @@ type AdamConstants struct {
 	LR             float32 // lr
 	HasDecay       bool
 	Decay          float32 // 1 − lr·wd, as float32 ops
+	WeightDecay    float32 // wd, what the composition computes Decay from
 	B1, OneMinusB1 float32
 	B2, OneMinusB2 float32
 	Eps            float32
 }
 
-// AdamStep applies the fused update when the engine has it and the arrays are float32 of
-// one shape (ok false otherwise: compose the ops). The results are new arrays.
-func AdamStep(p, g, m, v *Array, c AdamConstants) (newP, newM, newV *Array, ok bool) {
-	s, has := p.e.(AdamStepper)
-	if !has {
-		return nil, nil, nil, false
-	}
-	for _, a := range []*Array{g, m, v} {
-		if a.e != p.e || a.DType() != Float32 || !slices.Equal(a.Shape(), p.Shape()) {
-			return nil, nil, nil, false
+// AdamStep applies one Adam(W) update to float32 arrays p, g, m, v of one shape: the
+// engine's one-pass update when it has AdamStepper, elsewhere the composition op by op
+// (MLX's apply_single, so the mlx engine reproduces MLX's rounding). Both give the same
+// bits. The results are new arrays.
+func AdamStep(p, g, m, v *Array, c AdamConstants) (newP, newM, newV *Array) {
+	for _, a := range []*Array{p, g, m, v} {
+		sameEngine("adam_step", p, a)
+		if a.DType() != Float32 || !slices.Equal(a.Shape(), p.Shape()) {
+			panic(fmt.Sprintf("mx: adam_step: p %v %s, g %v %s, m %v %s, v %v %s must be float32 of one shape",
+				p.Shape(), p.DType(), g.Shape(), g.DType(), m.Shape(), m.DType(), v.Shape(), v.DType()))
 		}
 	}
-	if p.DType() != Float32 {
-		return nil, nil, nil, false
+	if s, ok := p.e.(AdamStepper); ok {
+		hp, hm, hv := s.AdamStep(p.h, g.h, m.h, v.h, c)
+		return Wrap(p.e, hp), Wrap(p.e, hm), Wrap(p.e, hv)
 	}
-	hp, hm, hv := s.AdamStep(p.h, g.h, m.h, v.h, c)
-	return Wrap(p.e, hp), Wrap(p.e, hm), Wrap(p.e, hv), true
+	e := p.e
+	lr := Scalar(e, float64(c.LR), Float32)
+	if c.HasDecay {
+		p = Multiply(p, Subtract(Scalar(e, 1, Float32), MulScalar(lr, float64(c.WeightDecay))))
+	}
+	m = Add(MulScalar(m, float64(c.B1)), MulScalar(g, float64(c.OneMinusB1)))
+	v = Add(MulScalar(v, float64(c.B2)), MulScalar(Square(g), float64(c.OneMinusB2)))
+	step := Divide(Multiply(lr, m), AddScalar(Sqrt(v), float64(c.Eps)))
+	return Subtract(p, step), m, v
 }
 
 // AdamStepperAll is the optional capability of an engine that applies AdamStepper's

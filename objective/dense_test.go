@@ -44,7 +44,7 @@ func TestDenseMatchesExampleTerms(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := tc.obj.Draw(mx.Key(e, 3), ex.Target, cfg.TextConfig.VocabSize)
 			params := optim.Params(a.Params())
-			want, wantG, err := optim.ValueAndGrad(params, a.SetParams, func() *mx.Array {
+			want, wantG, err := optim.ValueAndGrad(a, params, func() *mx.Array {
 				return ShareLoss([]Terms{tc.obj.ExampleTerms(m, ex, c)}, tc.obj.Count(c), 0)
 			})
 			if err != nil {
@@ -54,7 +54,7 @@ func TestDenseMatchesExampleTerms(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, gotG, err := optim.ValueAndGrad(params, a.SetParams, func() *mx.Array { return DenseLoss(m, d.Arrays()) })
+			got, gotG, err := optim.ValueAndGrad(a, params, func() *mx.Array { return DenseLoss(m, d.Arrays()) })
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -134,14 +134,15 @@ func (o *Adam) fusedAll(params, grads Params) (Params, bool) {
 }
 
 // single follows mlx.optimizers.Adam(W).apply_single operation by operation so that
-// the mlx engine reproduces MLX's rounding.
+// the mlx engine reproduces MLX's rounding. Float32 without bias correction, the common
+// case, is mx.AdamStep (the engine's one-pass update, or mx's composition of these ops);
+// other dtypes and bias correction compose here, with the scalars in the gradient's dtype.
 func (o *Adam) single(p, g *mx.Array, st []*mx.Array) (*mx.Array, []*mx.Array) {
 	e, dt := g.Engine(), g.DType()
 	b1, b2 := o.cfg.Betas[0], o.cfg.Betas[1]
 	if dt == mx.Float32 && !o.cfg.BiasCorrection {
-		if np, ns, ok := o.fused(p, g, st); ok {
-			return np, ns
-		}
+		np, nm, nv := mx.AdamStep(p, g, st[0], st[1], o.constants())
+		return np, []*mx.Array{nm, nv}
 	}
 	lr := learningRate(e, o.lr, dt)
 	if o.cfg.WeightDecay != 0 {
@@ -164,17 +165,6 @@ func (o *Adam) single(p, g *mx.Array, st []*mx.Array) (*mx.Array, []*mx.Array) {
 	return mx.Subtract(p, mx.Divide(num, den)), []*mx.Array{m, v}
 }
 
-// fused is single through the engine's one-pass update (mx.AdamStep), when it has one,
-// for float32 without bias correction: the same float32 operations on the same scalars,
-// so the same bits. Each scalar below is the value the composition's scalar array holds.
-func (o *Adam) fused(p, g *mx.Array, st []*mx.Array) (*mx.Array, []*mx.Array, bool) {
-	np, nm, nv, ok := mx.AdamStep(p, g, st[0], st[1], o.constants())
-	if !ok {
-		return nil, nil, false
-	}
-	return np, []*mx.Array{nm, nv}, true
-}
-
 // constants are the scalars of the float32 composition without bias correction, each the
 // value the composition's scalar array holds.
 func (o *Adam) constants() mx.AdamConstants {
@@ -189,7 +179,7 @@ func (o *Adam) constants() mx.AdamConstants {
 	if wd := o.cfg.WeightDecay; wd != 0 {
 		// 1 − lr·wd as Subtract(1, MulScalar(lr, wd)) rounds it: the conversion keeps
 		// the product from fusing into the subtraction.
-		c.HasDecay, c.Decay = true, 1-float32(lr*float32(wd))
+		c.HasDecay, c.WeightDecay, c.Decay = true, float32(wd), 1-float32(lr*float32(wd))
 	}
 	return c
 }

@@ -9,6 +9,11 @@
 // applied to the wrong tensor when the set of trainable parameters changes. Whenever
 // order matters (summing a global norm, listing errors) names are visited sorted.
 //
+// A gradient pass is [ValueAndGrad] over a [Trainable] (a LoRA adapter, or the model's
+// own tensors for full fine-tuning): the one place that installs traced arrays into the
+// model and restores the step's afterwards, returning an install error rather than
+// panicking. The trainer, the probe's bench and the tests all call it.
+//
 // Optimizers ([Adam] in its Adam and AdamW forms, [SGD]) follow MLX's arithmetic operation
 // by operation: the step counter is advanced before the update (so bias correction sees
 // t = 1 on the first update), scalars are cast to the parameter's dtype as MLX casts

@@ -6,11 +6,21 @@ import (
 	"github.com/dgtune/dgtune/mx"
 )
 
-// ValueAndGrad differentiates loss with respect to a named parameter set. install puts
-// arrays into the model (for example lora.Adapter.SetParams); it is called with the
-// traced arguments while loss runs and with the original params afterwards, so the model
-// never keeps traced arrays. loss must return a scalar.
-func ValueAndGrad(params Params, install func(map[string]*mx.Array) error, loss func() *mx.Array) (*mx.Array, Params, error) {
+// Trainable is the set of arrays a run optimises, by name: a LoRA adapter's A/B
+// matrices (lora.Adapter), or a model's own tensors for fine_tune_type full.
+type Trainable interface {
+	// Params returns the arrays in use, by name.
+	Params() map[string]*mx.Array
+	// SetParams installs arrays (possibly traced ones, inside ValueAndGrad) by name.
+	SetParams(map[string]*mx.Array) error
+}
+
+// ValueAndGrad differentiates loss with respect to params, the arrays of t by name. It is
+// the one install/restore protocol of a gradient pass: t.SetParams is called with the
+// traced arguments while loss runs and with params afterwards, so t never keeps traced
+// arrays. loss must return a scalar. An install error is returned (the loss is then not
+// run).
+func ValueAndGrad(t Trainable, params Params, loss func() *mx.Array) (*mx.Array, Params, error) {
 	names := params.Names()
 	if len(names) == 0 {
 		return nil, nil, fmt.Errorf("optim: value and grad: no parameters")
@@ -25,13 +35,13 @@ func ValueAndGrad(params Params, install func(map[string]*mx.Array) error, loss 
 		for i, n := range names {
 			traced[n] = a[i]
 		}
-		if err := install(traced); err != nil {
+		if err := t.SetParams(traced); err != nil {
 			installErr = err
 			return []*mx.Array{mx.Scalar(a[0].Engine(), 0, mx.Float32)}
 		}
 		return []*mx.Array{loss()}
 	})(args)
-	if err := install(params); err != nil {
+	if err := t.SetParams(params); err != nil {
 		return nil, nil, err
 	}
 	if installErr != nil {

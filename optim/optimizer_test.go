@@ -3,6 +3,7 @@ package optim
 import (
 	"cmp"
 	"errors"
+	"fmt"
 	"maps"
 	"math"
 	"path/filepath"
@@ -636,14 +637,8 @@ func TestLoadStateErrors(t *testing.T) {
 func TestValueAndGradNamed(t *testing.T) {
 	e := mxtest.Go(t)
 	params := Params{"w": mx.FromFloat32(e, []float32{1, -2}, 2), "b": mx.FromFloat32(e, []float32{5}, 1)}
-	live := map[string]*mx.Array{}
-	install := func(p map[string]*mx.Array) error {
-		for n, a := range p {
-			live[n] = a
-		}
-		return nil
-	}
-	loss, g, err := ValueAndGrad(params, install, func() *mx.Array {
+	live := liveParams{}
+	loss, g, err := ValueAndGrad(live, params, func() *mx.Array {
 		return mx.Add(mx.Sum(mx.Square(live["w"]), false), mx.MulScalar(mx.Sum(live["b"], false), 3))
 	})
 	if err != nil {
@@ -658,7 +653,48 @@ func TestValueAndGradNamed(t *testing.T) {
 	if live["w"] != params["w"] || live["b"] != params["b"] {
 		t.Fatal("install was not restored to the original params")
 	}
-	if _, _, err := ValueAndGrad(Params{}, install, nil); err == nil {
-		t.Fatal("no params: no error")
+	if _, _, err := ValueAndGrad(live, Params{}, nil); err == nil || err.Error() != "optim: value and grad: no parameters" {
+		t.Fatalf("no params: error %v", err)
 	}
+	// An install that fails returns its error (the loss never runs), for the traced
+	// arrays and for the restore alike.
+	for _, failOn := range []int{1, 2} {
+		calls, ran := 0, false
+		bad := refusing{calls: &calls, failOn: failOn}
+		_, _, err := ValueAndGrad(bad, params, func() *mx.Array { ran = true; return mx.Sum(params["w"], false) })
+		if err == nil || err.Error() != fmt.Sprintf("set params: refused call %d", failOn) {
+			t.Errorf("install failing on call %d: error %v", failOn, err)
+		}
+		if ran != (failOn == 2) || calls != 2 {
+			t.Errorf("install failing on call %d: loss ran %v, %d installs (want 2)", failOn, ran, calls)
+		}
+	}
+}
+
+// refusing is a Trainable whose SetParams fails on its failOn-th call.
+type refusing struct {
+	calls  *int
+	failOn int
+}
+
+func (r refusing) Params() map[string]*mx.Array { return nil }
+
+func (r refusing) SetParams(map[string]*mx.Array) error {
+	*r.calls++
+	if *r.calls == r.failOn {
+		return fmt.Errorf("set params: refused call %d", *r.calls)
+	}
+	return nil
+}
+
+// liveParams is a Trainable whose installed arrays a test reads back.
+type liveParams map[string]*mx.Array
+
+func (l liveParams) Params() map[string]*mx.Array { return l }
+
+func (l liveParams) SetParams(p map[string]*mx.Array) error {
+	for n, a := range p {
+		l[n] = a
+	}
+	return nil
 }

@@ -42,7 +42,7 @@ func (r *run) compileStep() error {
 		for i, n := range names {
 			traced[n] = in[i]
 		}
-		loss, g, err := optim.ValueAndGrad(traced, r.params.SetParams, func() *mx.Array {
+		loss, g, err := optim.ValueAndGrad(r.params, traced, func() *mx.Array {
 			return objective.DenseLoss(m, in[len(names):])
 		})
 		if err != nil {

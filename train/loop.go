@@ -72,7 +72,7 @@ type run struct {
 	s        *Session
 	cfg      config.Config
 	log      io.Writer
-	params   trainable
+	params   optim.Trainable
 	opt      optim.Optimizer
 	sched    optim.Schedule
 	it       *data.Iterator
@@ -640,12 +640,8 @@ func (r *run) step(ctx context.Context, step int) (loss float64, tokens int64, e
 // inside the gradient pass (validation runs without it), with masks keyed by (seed, step,
 // micro-batch, example) so a resumed run, and a run split over any number of ranks,
 // replays them.
-func (r *run) exampleGrad(params map[string]*mx.Array, names []string, step, m int, mb microBatch, i int, count, encCount float64) (float64, optim.Params, error) {
+func (r *run) exampleGrad(params map[string]*mx.Array, step, m int, mb microBatch, i int, count, encCount float64) (float64, optim.Params, error) {
 	e := r.s.Engine
-	args := make([]*mx.Array, len(names))
-	for j, n := range names {
-		args[j] = params[n]
-	}
 	adapter, dropout := r.params.(*lora.Adapter)
 	dropout = dropout && r.cfg.LoRAParameters.Dropout > 0
 	if r.compiled != nil && r.s.Objective.DenseSupported(mb.examples[i], mb.corr[i]) {
@@ -654,29 +650,17 @@ func (r *run) exampleGrad(params map[string]*mx.Array, names []string, step, m i
 	if dropout {
 		adapter.SetTraining(mx.Key(e, DeriveSeed(r.cfg.Seed, seedDropout, uint64(step), uint64(m), uint64(mb.index[i]))))
 	}
-	vg := mx.ValueAndGrad(func(a []*mx.Array) []*mx.Array {
-		traced := make(map[string]*mx.Array, len(names))
-		for j, n := range names {
-			traced[n] = a[j]
-		}
-		if err := r.params.SetParams(traced); err != nil {
-			panic(err)
-		}
+	loss, g, err := optim.ValueAndGrad(r.params, params, func() *mx.Array {
 		t := r.s.Objective.ExampleTerms(r.s.Model, mb.examples[i], mb.corr[i])
-		return []*mx.Array{objective.ShareLoss([]objective.Terms{t}, count, encCount)}
+		return objective.ShareLoss([]objective.Terms{t}, count, encCount)
 	})
-	vals, grads := vg(args)
 	if dropout {
 		adapter.SetTraining(nil)
 	}
-	if err := r.params.SetParams(params); err != nil {
+	if err != nil {
 		return 0, nil, err
 	}
-	g := optim.Params{}
-	for j, n := range names {
-		g[n] = grads[j]
-	}
-	return vals[0].Item(), g, nil
+	return loss.Item(), g, nil
 }
 
 // drawMicroBatch draws the noise and the objective's choices of this rank's examples of
@@ -764,7 +748,7 @@ func (r *run) stepArrays(ctx context.Context, step int) (float64, int64, error) 
 		// float32 addition), so two ranks reproduce one process to the bit.
 		var sum optim.Params
 		for i := range mb.examples {
-			loss, g, err := r.exampleGrad(params, names, step, m, mb, i, counts[2*m], counts[2*m+1])
+			loss, g, err := r.exampleGrad(params, step, m, mb, i, counts[2*m], counts[2*m+1])
 			if err != nil {
 				return 0, 0, err
 			}

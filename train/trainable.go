@@ -6,15 +6,11 @@ import (
 
 	dg "github.com/dgtune/dgtune/model/diffusiongemma"
 	"github.com/dgtune/dgtune/mx"
+	"github.com/dgtune/dgtune/optim"
 )
 
-// trainable is the set of arrays a run optimises: LoRA A/B matrices, or the model's
-// own unquantized tensors for fine_tune_type full.
-type trainable interface {
-	Params() map[string]*mx.Array
-	// SetParams installs arrays (possibly traced ones, inside ValueAndGrad) by name.
-	SetParams(map[string]*mx.Array) error
-}
+// fullParams is the optim.Trainable of fine_tune_type full (lora.Adapter is lora's).
+var _ optim.Trainable = (*fullParams)(nil)
 
 // fullParams trains every unquantized float tensor of the model in place.
 type fullParams struct {

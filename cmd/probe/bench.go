@@ -118,7 +118,7 @@ func benchCommand() *cobra.Command {
 					for i, n := range names {
 						traced[n] = in[i]
 					}
-					loss, g, err := optim.ValueAndGrad(traced, a.SetParams, func() *mx.Array {
+					loss, g, err := optim.ValueAndGrad(a, traced, func() *mx.Array {
 						return objective.DenseLoss(m, in[len(names):])
 					})
 					if err != nil {
@@ -133,7 +133,7 @@ func benchCommand() *cobra.Command {
 				defer release()
 			}
 			var graphTime time.Duration
-			stepOnce := func(i int) {
+			stepOnce := func(i int) error {
 				began := time.Now()
 				c := obj.Draw(mx.Key(e, uint64(i)), ex.Target, vocab)
 				params := optim.Params(a.Params())
@@ -141,7 +141,7 @@ func benchCommand() *cobra.Command {
 				if compiled != nil {
 					d, err := obj.DenseInputs(e, ex, c, obj.Count(c))
 					if err != nil {
-						panic(err)
+						return err
 					}
 					in := make([]*mx.Array, 0, len(names)+5)
 					for _, n := range names {
@@ -150,7 +150,7 @@ func benchCommand() *cobra.Command {
 					outs := compiled(append(in, d.Arrays()...))
 					// A trace leaves its own arrays installed; the step's are put back.
 					if err := a.SetParams(params); err != nil {
-						panic(err)
+						return err
 					}
 					g = optim.Params{}
 					for j, n := range names {
@@ -158,20 +158,18 @@ func benchCommand() *cobra.Command {
 					}
 				} else {
 					var err error
-					_, g, err = optim.ValueAndGrad(params, a.SetParams, func() *mx.Array {
+					_, g, err = optim.ValueAndGrad(a, params, func() *mx.Array {
 						loss, _ := objective.BatchLoss([]objective.Terms{obj.ExampleTerms(m, ex, c)})
 						return loss
 					})
 					if err != nil {
-						panic(err)
+						return err
 					}
 				}
 				updated := opt.Update(params, g)
 				graphTime += time.Since(began)
 				mx.Eval(values(updated)...)
-				if err := a.SetParams(updated); err != nil {
-					panic(err)
-				}
+				return a.SetParams(updated)
 			}
 			loadSeconds := time.Since(loadStart).Seconds()
 			warmStart := time.Now()
@@ -180,7 +178,10 @@ func benchCommand() *cobra.Command {
 				if ctx.Err() != nil {
 					return cli.Interrupted(ctx)
 				}
-				stepOnce(-i) // the first warm-up step draws key 0, as the timed ones draw 1..S
+				// The first warm-up step draws key 0, as the timed ones draw 1..S.
+				if err := stepOnce(-i); err != nil {
+					return err
+				}
 			}
 			warmupSeconds := time.Since(warmStart).Seconds()
 			if cpuProfile != "" {
@@ -207,7 +208,9 @@ func benchCommand() *cobra.Command {
 				if ctx.Err() != nil {
 					return cli.Interrupted(ctx)
 				}
-				stepOnce(i)
+				if err := stepOnce(i); err != nil {
+					return err
+				}
 			}
 			el := time.Since(start).Seconds()
 			cpu := cpuSeconds() - cpu0

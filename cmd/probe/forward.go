@@ -179,7 +179,7 @@ func addLoss(result map[string]*mx.Array, m *dg.Model, adapter *lora.Adapter, pr
 		result["loss"] = lossOf()
 		return nil
 	}
-	loss, grads, err := optim.ValueAndGrad(adapter.Params(), adapter.SetParams, lossOf)
+	loss, grads, err := optim.ValueAndGrad(adapter, adapter.Params(), lossOf)
 	if err != nil {
 		return err
 	}

@@ -98,7 +98,7 @@ func (s *trainStep) run(b testing.TB, i int) {
 	vocab := s.m.Config.TextConfig.VocabSize
 	c := s.obj.Draw(mx.Key(s.e, uint64(i)), s.ex.Target, vocab)
 	params := optim.Params(s.a.Params())
-	_, g, err := optim.ValueAndGrad(params, s.a.SetParams, func() *mx.Array {
+	_, g, err := optim.ValueAndGrad(s.a, params, func() *mx.Array {
 		loss, _ := objective.BatchLoss([]objective.Terms{s.obj.ExampleTerms(s.m, s.ex, c)})
 		if s.afterForward != nil {
 			mx.Eval(loss)

@@ -28,7 +28,7 @@ func TestTrainStepIndependentOfThreads(t *testing.T) {
 			vocab := s.m.Config.TextConfig.VocabSize
 			c := s.obj.Draw(mx.Key(s.e, uint64(i)), s.ex.Target, vocab)
 			params := optim.Params(s.a.Params())
-			loss, g, err := optim.ValueAndGrad(params, s.a.SetParams, func() *mx.Array {
+			loss, g, err := optim.ValueAndGrad(s.a, params, func() *mx.Array {
 				l, _ := objective.BatchLoss([]objective.Terms{s.obj.ExampleTerms(s.m, s.ex, c)})
 				return l
 			})
