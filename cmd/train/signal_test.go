@@ -3,12 +3,10 @@ package main
 import (
 	"bytes"
 	"errors"
-	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dgtune/dgtune/internal/cli/clitest"
 	"github.com/dgtune/dgtune/train"
 )
 
@@ -40,17 +39,10 @@ func TestMain(m *testing.M) {
 func buildTrain(t *testing.T) string {
 	t.Helper()
 	built.once.Do(func() {
-		goBin, err := exec.LookPath("go")
-		if err != nil {
-			goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
-		}
 		if built.dir, built.err = os.MkdirTemp("", "train-bin-"); built.err != nil {
 			return
 		}
-		built.bin = filepath.Join(built.dir, "train")
-		if out, err := exec.Command(goBin, "build", "-o", built.bin, ".").CombinedOutput(); err != nil {
-			built.err = fmt.Errorf("go build: %v\n%s", err, out)
-		}
+		built.bin, built.err = clitest.Compile(built.dir, "train")
 	})
 	if built.err != nil {
 		t.Fatal(built.err)

@@ -3,6 +3,7 @@ package clitest
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,15 +18,25 @@ import (
 // the binary's path.
 func Build(t testing.TB, dir, name string) string {
 	t.Helper()
+	bin, err := Compile(dir, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}
+
+// Compile is Build without a test: for a package's tests that share one build (a
+// sync.Once, removed in TestMain).
+func Compile(dir, name string) (string, error) {
 	goBin, err := exec.LookPath("go")
 	if err != nil {
 		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
 	}
 	bin := filepath.Join(dir, name)
 	if out, err := exec.Command(goBin, "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+		return "", fmt.Errorf("go build: %v\n%s", err, out)
 	}
-	return bin
+	return bin, nil
 }
 
 // Stopped is how a signalled command ended.
