@@ -112,7 +112,7 @@ func FuseTensors(cfg *diffusiongemma.Config, weights map[string]*mx.Array, f *Ad
 func linearGeometry(cfg *diffusiongemma.Config) map[string][2]int {
 	g := map[string][2]int{}
 	for _, ts := range diffusiongemma.ExpectedTensors(cfg) {
-		if ts.Quantizable && len(ts.Shape) == 2 && !strings.HasSuffix(ts.Module, ".embed_tokens") {
+		if ts.Kind == diffusiongemma.KindLinear {
 			g[ts.Module] = [2]int{ts.Shape[1], ts.Shape[0]}
 		}
 	}

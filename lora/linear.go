@@ -71,12 +71,9 @@ func (l *Linear) ForwardPass(x *mx.Array, p diffusiongemma.Pass) *mx.Array {
 	xd := l.dropout(x)
 	if xd == x && x.DType() == mx.Float32 {
 		// No dropout: a dense or quantized base and its adapter as one op, with the
-		// composition's values (mx.LoRADense, mx.LoRAQuantized).
-		switch base := l.Base.(type) {
-		case *diffusiongemma.Dense:
-			return mx.LoRADense(x, base.W, a, b, l.Scale)
-		case *diffusiongemma.Quantized:
-			return mx.LoRAQuantized(x, base.W, base.Scales, base.Biases, base.GroupSize, base.Bits, a, b, l.Scale)
+		// composition's values (Dense and Quantized bases: mx.LoRADense, mx.LoRAQuantized).
+		if base, ok := l.Base.(diffusiongemma.LoRAFusedLinear); ok {
+			return base.ForwardLoRA(x, a, b, l.Scale)
 		}
 	}
 	base := l.base(x, p)

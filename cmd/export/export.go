@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"strings"
 
 	"github.com/dgtune/dgtune/internal/cli"
 	"github.com/dgtune/dgtune/lora"
@@ -142,7 +141,7 @@ func (x *exporter) interrupted() error {
 func checkGeometry(cfg *dg.Config, modelDir string, f *lora.AdapterFile) error {
 	geom := map[string][2]int{} // module → [in, out]
 	for _, ts := range dg.ExpectedTensors(cfg) {
-		if ts.Quantizable && len(ts.Shape) == 2 && !strings.HasSuffix(ts.Module, ".embed_tokens") {
+		if ts.Kind == dg.KindLinear {
 			geom[ts.Module] = [2]int{ts.Shape[1], ts.Shape[0]}
 		}
 	}

@@ -7,6 +7,13 @@
 // everything in it can be checked from a config.json alone, which is how the real 26B-A4B
 // geometry is tested on machines that could never hold its weights.
 //
+// # The tensor table
+//
+// layerspec.go lists every text-model tensor once (tensorTable): its name, its logical shape
+// as a function of the config, its kind (which decides whether it is quantizable) and the
+// Model field that holds it. Build, ExpectedTensors, LoRAKeys/LoRATargets, LinearSlot,
+// DenseTensors and the memory estimate's weight part iterate it; a new tensor is one row.
+//
 // # Loading a config
 //
 // [LoadConfig] reads DIR/config.json in either of the two published layouts

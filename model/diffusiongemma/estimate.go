@@ -263,7 +263,7 @@ func storedDType(cfg *Config, q *Quantization) mx.DType {
 // groups and the mapped total. The vision tower is not loaded for text training and is not
 // counted.
 func weightBytes(cfg *Config, q *Quantization, compute, stored mx.DType, mapping bool) ([]MemoryItem, int64, error) {
-	groups := []string{"embedding (and tied head)", "attention projections", "dense MLP", "router", "experts", "self-conditioning", "norms and scalars"}
+	groups := []string{groupEmbedding, groupAttention, groupMLP, groupRouter, groupExperts, groupSelfCond, groupNorms}
 	by := make(map[string]int64, len(groups))
 	var mapped int64
 	// plain sizes n elements stored in `stored` and used in `compute`.
@@ -278,17 +278,19 @@ func weightBytes(cfg *Config, q *Quantization, compute, stored mx.DType, mapping
 		}
 		return m + n*int64(compute.Size())
 	}
-	for _, ts := range ExpectedTensors(cfg) {
-		n := prod(ts.Shape)
+	t := &cfg.TextConfig
+	for r := range textTensors(t, t.NumHiddenLayers) {
+		shape := r.def.shape(t, r.layer)
+		n := prod(shape)
 		var b int64
 		bits, group, quantized := 0, 0, false
-		if q != nil && ts.Quantizable {
-			bits, group, quantized = q.For(ts.Module)
+		if q != nil && r.def.kind.Quantizable() {
+			bits, group, quantized = q.For(r.module)
 		}
 		if quantized {
-			w, s, err := QuantizedShapes(ts.Shape, bits, group)
+			w, s, err := QuantizedShapes(shape, bits, group)
 			if err != nil {
-				return nil, 0, fmt.Errorf("%s: %w", ts.Module, err)
+				return nil, 0, fmt.Errorf("%s: %w", r.module, err)
 			}
 			b = 4*prod(w) + plain(2*prod(s))
 			if mapping {
@@ -297,7 +299,7 @@ func weightBytes(cfg *Config, q *Quantization, compute, stored mx.DType, mapping
 		} else {
 			b = plain(n)
 		}
-		by[weightGroup(ts)] += b
+		by[r.def.group] += b
 	}
 	out := make([]MemoryItem, 0, len(groups))
 	for _, g := range groups {
@@ -306,25 +308,6 @@ func weightBytes(cfg *Config, q *Quantization, compute, stored mx.DType, mapping
 		}
 	}
 	return out, mapped, nil
-}
-
-func weightGroup(ts TensorSpec) string {
-	m := ts.Module
-	switch {
-	case !ts.Quantizable:
-		return "norms and scalars"
-	case strings.HasSuffix(m, "embed_tokens"):
-		return "embedding (and tied head)"
-	case strings.Contains(m, ".self_conditioning."):
-		return "self-conditioning"
-	case strings.Contains(m, ".self_attn."):
-		return "attention projections"
-	case strings.Contains(m, ".mlp."):
-		return "dense MLP"
-	case strings.Contains(m, ".router."):
-		return "router"
-	}
-	return "experts"
 }
 
 func prod(s []int) int64 {

@@ -282,59 +282,30 @@ func Build(e mx.Engine, cfg *Config, weights map[string]*mx.Array, opt LoadOptio
 		dt = mx.Float32
 	}
 	t := &cfg.TextConfig
-	h := t.HiddenSize
 	ws := &weightSet{w: weights, used: map[string]bool{}, cfg: cfg, dt: dt}
-	m := &Model{Config: cfg, Engine: e}
-
-	embed := DecoderPrefix + ".embed_tokens"
-	if q := ws.quantized(embed, []int{t.VocabSize, h}); q != nil {
-		m.Embed = &Embedding{Quant: q}
-	} else if _, isQ := ws.w[embed+".scales"]; isQ {
-		// quantized has reported the problem; the packed weight is no dense table.
-	} else if d := ws.param(embed+".weight", t.VocabSize, h); d != nil {
-		m.Embed = &Embedding{Dense: d}
-	}
-	m.Norm = ws.param(DecoderPrefix+".norm.weight", h)
-	sc := DecoderPrefix + ".self_conditioning"
-	m.SelfCond = &SelfConditioning{
-		PreNorm: ws.param(sc+".pre_norm.weight", h),
-		Gate:    ws.linear(sc+".gate_proj", t.IntermediateSize, h),
-		Up:      ws.linear(sc+".up_proj", t.IntermediateSize, h),
-		Down:    ws.linear(sc+".down_proj", h, t.IntermediateSize),
-	}
+	m := &Model{Config: cfg, Engine: e, SelfCond: &SelfConditioning{}, EncoderScalars: make([]*mx.Array, t.NumHiddenLayers)}
 	for i := range t.NumHiddenLayers {
-		m.EncoderScalars = append(m.EncoderScalars, ws.param(fmt.Sprintf("%s.%d.layer_scalar", EncoderLayersPrefix, i), 1))
+		m.Layers = append(m.Layers, &Layer{Index: i, Full: t.IsFull(i), Heads: t.NumAttentionHeads, KVHeads: t.LayerKVHeads(i),
+			HeadDim: t.LayerHeadDim(i), ropeFreqs: ropePeriods(e, t.RopeInvFreqs(i))})
 	}
-	for i := range t.NumHiddenLayers {
-		p := LayerPrefix(i) + "."
-		hd, nkv, nh := t.LayerHeadDim(i), t.LayerKVHeads(i), t.NumAttentionHeads
-		l := &Layer{Index: i, Full: t.IsFull(i), Heads: nh, KVHeads: nkv, HeadDim: hd}
-		l.Q = ws.linear(p+"self_attn.q_proj", nh*hd, h)
-		l.K = ws.linear(p+"self_attn.k_proj", nkv*hd, h)
-		if t.HasVProj(i) {
-			l.V = ws.linear(p+"self_attn.v_proj", nkv*hd, h)
+	for r := range textTensors(t, t.NumHiddenLayers) {
+		shape, s := r.def.shape(t, r.layer), r.def.slot(m, r.layer)
+		switch r.def.kind {
+		case KindParam:
+			*s.array = ws.param(r.name, shape...)
+		case KindLinear:
+			*s.linear = ws.linear(r.module, shape[0], shape[1])
+		case KindExperts:
+			*s.experts = ws.experts(r.module, shape...)
+		case KindEmbedding:
+			if q := ws.quantized(r.module, shape); q != nil {
+				*s.embed = &Embedding{Quant: q}
+			} else if _, isQ := ws.w[r.module+".scales"]; isQ {
+				// quantized has reported the problem; the packed weight is no dense table.
+			} else if d := ws.param(r.name, shape...); d != nil {
+				*s.embed = &Embedding{Dense: d}
+			}
 		}
-		l.O = ws.linear(p+"self_attn.o_proj", h, nh*hd)
-		l.QNorm = ws.param(p+"self_attn.q_norm.weight", hd)
-		l.KNorm = ws.param(p+"self_attn.k_norm.weight", hd)
-		l.Gate = ws.linear(p+"mlp.gate_proj", t.IntermediateSize, h)
-		l.Up = ws.linear(p+"mlp.up_proj", t.IntermediateSize, h)
-		l.Down = ws.linear(p+"mlp.down_proj", h, t.IntermediateSize)
-		l.RouterProj = ws.linear(p+"router.proj", t.NumExperts, h)
-		l.RouterScale = ws.param(p+"router.scale", h)
-		l.PerExpertScale = ws.param(p+"router.per_expert_scale", t.NumExperts)
-		l.GateUp = ws.experts(p+"experts.gate_up_proj", t.NumExperts, 2*t.MoeIntermediateSize, h)
-		l.Experts = ws.experts(p+"experts.down_proj", t.NumExperts, h, t.MoeIntermediateSize)
-		l.InputNorm = ws.param(p+"input_layernorm.weight", h)
-		l.PostAttnNorm = ws.param(p+"post_attention_layernorm.weight", h)
-		l.PreFFNorm = ws.param(p+"pre_feedforward_layernorm.weight", h)
-		l.PostFFNorm1 = ws.param(p+"post_feedforward_layernorm_1.weight", h)
-		l.PreFFNorm2 = ws.param(p+"pre_feedforward_layernorm_2.weight", h)
-		l.PostFFNorm2 = ws.param(p+"post_feedforward_layernorm_2.weight", h)
-		l.PostFFNorm = ws.param(p+"post_feedforward_layernorm.weight", h)
-		l.Scalar = ws.param(p+"layer_scalar", 1)
-		l.ropeFreqs = ropePeriods(e, t.RopeInvFreqs(i))
-		m.Layers = append(m.Layers, l)
 	}
 	if cfg.VisionConfig != nil && !opt.SkipVision && hasVisionTensor(weights) {
 		m.Vision = buildVision(ws, cfg)

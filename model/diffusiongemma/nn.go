@@ -50,6 +50,17 @@ type Dense struct {
 func (d *Dense) Forward(x *mx.Array) *mx.Array { return mx.Matmul(x, mx.Transpose(d.W)) }
 func (d *Dense) Dims() (int, int)              { return d.W.Dim(1), d.W.Dim(0) }
 
+// LoRAFusedLinear is a base linear that computes base(x) + scale·(x·A)·B as one op with the
+// composition's values, so that an adapter need not know the base's concrete type.
+type LoRAFusedLinear interface {
+	Linear
+	ForwardLoRA(x, a, b *mx.Array, scale float64) *mx.Array
+}
+
+func (d *Dense) ForwardLoRA(x, a, b *mx.Array, scale float64) *mx.Array {
+	return mx.LoRADense(x, d.W, a, b, scale)
+}
+
 // Quantized is an MLX affine-quantized linear (QuantizedLinear).
 type Quantized struct {
 	W, Scales, Biases *mx.Array // W uint32 [out, in·bits/32]; scales/biases [out, in/group]
@@ -60,6 +71,10 @@ func (q *Quantized) Forward(x *mx.Array) *mx.Array {
 	return mx.QuantizedMatmul(x, q.W, q.Scales, q.Biases, true, q.GroupSize, q.Bits)
 }
 func (q *Quantized) Dims() (int, int) { return q.W.Dim(-1) * 32 / q.Bits, q.W.Dim(-2) }
+
+func (q *Quantized) ForwardLoRA(x, a, b *mx.Array, scale float64) *mx.Array {
+	return mx.LoRAQuantized(x, q.W, q.Scales, q.Biases, q.GroupSize, q.Bits, a, b, scale)
+}
 
 // Dequantized returns the dense weight [out, in].
 func (q *Quantized) Dequantized() *mx.Array {

@@ -84,7 +84,7 @@ func Synthesize(e mx.Engine, cfg *Config, seed uint64, policy string) (map[strin
 		}
 		var vals []float32
 		switch {
-		case ts.Quantizable && strings.HasSuffix(ts.Module, "embed_tokens"):
+		case ts.Kind == KindEmbedding:
 			vals = uniform(n, -1, 1)
 		case ts.Quantizable:
 			in := ts.Shape[len(ts.Shape)-1]

@@ -23,6 +23,9 @@ type TensorSpec struct {
 	// Quantizable is true for the tensors MLX checkpoints store quantized (linears, experts,
 	// the embedding); norms and scalars are always stored as they are.
 	Quantizable bool
+	// Kind says which module holds the tensor: a linear, the embedding, the experts, or
+	// none (a norm, scale or scalar).
+	Kind TensorKind
 	// Module is the owning module's path: Name without ".weight" for weights (the key of the
 	// quantization map), Name without its last component for other parameters.
 	Module string
@@ -31,92 +34,15 @@ type TensorSpec struct {
 // LayerPrefix returns the name prefix of decoder layer i, "model.decoder.layers.i".
 func LayerPrefix(i int) string { return fmt.Sprintf("%s.layers.%d", DecoderPrefix, i) }
 
-// layerLinear is one 2-D linear of a decoder layer; key is its path inside the layer.
-type layerLinear struct {
-	key     string
-	in, out int
-}
-
-// layerLinears lists the 2-D linears of layer i in canonical order. It is the single source
-// of the projection geometry for the tensor table and the LoRA targets.
-func layerLinears(t *TextConfig, i int) []layerLinear {
-	h := t.HiddenSize
-	q := t.NumAttentionHeads * t.LayerHeadDim(i)
-	kv := t.LayerKVHeads(i) * t.LayerHeadDim(i)
-	out := []layerLinear{
-		{"self_attn.q_proj", h, q},
-		{"self_attn.k_proj", h, kv},
-	}
-	if t.HasVProj(i) {
-		out = append(out, layerLinear{"self_attn.v_proj", h, kv})
-	}
-	return append(out,
-		layerLinear{"self_attn.o_proj", q, h},
-		layerLinear{"mlp.gate_proj", h, t.IntermediateSize},
-		layerLinear{"mlp.up_proj", h, t.IntermediateSize},
-		layerLinear{"mlp.down_proj", t.IntermediateSize, h},
-		layerLinear{"router.proj", h, t.NumExperts},
-	)
-}
-
-// layerNorms are the seven per-layer RMSNorm weights (§2.2), all [hidden].
-func layerNorms() []string {
-	return []string{
-		"input_layernorm",
-		"post_attention_layernorm",
-		"pre_feedforward_layernorm",
-		"post_feedforward_layernorm_1",
-		"pre_feedforward_layernorm_2",
-		"post_feedforward_layernorm_2",
-		"post_feedforward_layernorm",
-	}
-}
-
 // ExpectedTensors returns every text-model tensor of §2.2 for cfg, in table order: globals,
-// the encoder's layer scalars, then each decoder layer. cfg must be valid (see Validate).
+// the encoder's layer scalars, then each decoder layer (see tensorTable). cfg must be valid
+// (see Validate).
 func ExpectedTensors(cfg *Config) []TensorSpec {
 	t := &cfg.TextConfig
-	h := t.HiddenSize
 	var out []TensorSpec
-	weight := func(module string, quantizable bool, shape ...int) {
-		out = append(out, TensorSpec{Name: module + ".weight", Shape: shape, Quantizable: quantizable, Module: module})
-	}
-	param := func(module, name string, shape ...int) {
-		out = append(out, TensorSpec{Name: module + "." + name, Shape: shape, Module: module})
-	}
-
-	weight(DecoderPrefix+".embed_tokens", true, t.VocabSize, h)
-	weight(DecoderPrefix+".norm", false, h)
-	sc := DecoderPrefix + ".self_conditioning"
-	weight(sc+".pre_norm", false, h)
-	weight(sc+".gate_proj", true, t.IntermediateSize, h)
-	weight(sc+".up_proj", true, t.IntermediateSize, h)
-	weight(sc+".down_proj", true, h, t.IntermediateSize)
-	for i := 0; i < t.NumHiddenLayers; i++ {
-		param(fmt.Sprintf("%s.%d", EncoderLayersPrefix, i), "layer_scalar", 1)
-	}
-
-	for i := 0; i < t.NumHiddenLayers; i++ {
-		p := LayerPrefix(i)
-		hd := t.LayerHeadDim(i)
-		lin := layerLinears(t, i)
-		for _, l := range lin {
-			if l.key == "mlp.gate_proj" {
-				// q_norm/k_norm sit between the attention projections and the MLP in §2.2.
-				weight(p+".self_attn.q_norm", false, hd)
-				weight(p+".self_attn.k_norm", false, hd)
-			}
-			weight(p+"."+l.key, true, l.out, l.in)
-		}
-		param(p+".router", "scale", h)
-		param(p+".router", "per_expert_scale", t.NumExperts)
-		// Fused experts: rows [0, I) of gate_up are the gate, [I, 2I) the up projection.
-		weight(p+".experts.gate_up_proj", true, t.NumExperts, 2*t.MoeIntermediateSize, h)
-		weight(p+".experts.down_proj", true, t.NumExperts, h, t.MoeIntermediateSize)
-		for _, n := range layerNorms() {
-			weight(p+"."+n, false, h)
-		}
-		param(p, "layer_scalar", 1)
+	for r := range textTensors(t, t.NumHiddenLayers) {
+		out = append(out, TensorSpec{Name: r.name, Shape: r.def.shape(t, r.layer), Quantizable: r.def.kind.Quantizable(),
+			Kind: r.def.kind, Module: r.module})
 	}
 	return out
 }
@@ -203,17 +129,21 @@ type LoRATarget struct {
 }
 
 // DefaultLoRAKeys are optiq's LoRA keys (§5.3): the attention projections and the dense MLP.
-func DefaultLoRAKeys() []string {
-	return []string{
-		"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
-		"mlp.gate_proj", "mlp.up_proj", "mlp.down_proj",
-	}
-}
+func DefaultLoRAKeys() []string { return loraKeys(loraDefault) }
 
 // LoRAKeys lists every key LoRATargets accepts: the 2-D linears of a layer. The experts are
 // 3-D switch linears and are not adaptable here.
-func LoRAKeys() []string {
-	return append(DefaultLoRAKeys(), "router.proj")
+func LoRAKeys() []string { return loraKeys(loraOptional) }
+
+// loraKeys lists the table's layer linears adaptable at use or below, in table order.
+func loraKeys(use loraUse) []string {
+	var keys []string
+	for _, d := range tensorTable() {
+		if d.scope == scopeLayer && d.lora != loraNone && d.lora <= use {
+			keys = append(keys, d.module)
+		}
+	}
+	return keys
 }
 
 // LoRATargets lists the linears adapted by LoRA with the given keys (relative to a decoder
@@ -245,12 +175,13 @@ func LoRATargets(cfg *Config, keys []string, numLayers int) ([]LoRATarget, error
 			numLayers, t.NumHiddenLayers)
 	}
 	var out []LoRATarget
-	for i := first; i < t.NumHiddenLayers; i++ {
-		for _, l := range layerLinears(t, i) {
-			if slices.Contains(keys, l.key) {
-				out = append(out, LoRATarget{Module: LayerPrefix(i) + "." + l.key, In: l.in, Out: l.out, Layer: i, Key: l.key})
-			}
+	for r := range textTensors(t, t.NumHiddenLayers) {
+		d := r.def
+		if d.scope != scopeLayer || d.lora == loraNone || r.layer < first || !slices.Contains(keys, d.module) {
+			continue
 		}
+		shape := d.shape(t, r.layer)
+		out = append(out, LoRATarget{Module: r.module, In: shape[1], Out: shape[0], Layer: r.layer, Key: d.module})
 	}
 	return out, nil
 }

@@ -33,13 +33,19 @@ func VisionLayerPrefix(i int) string {
 	return fmt.Sprintf("%s.encoder.layers.%d", VisionTowerPrefix, i)
 }
 
+// visionLinear is one linear of a vision layer; key is its path inside the layer.
+type visionLinear struct {
+	key     string
+	in, out int
+}
+
 // visionLayerLinears lists a vision layer's linears; each is a ClippableLinear whose
 // weights sit under "<key>.linear".
-func visionLayerLinears(v *VisionConfig) []layerLinear {
+func visionLayerLinears(v *VisionConfig) []visionLinear {
 	h := v.HiddenSize
 	q := v.NumAttentionHeads * v.HeadDim
 	kv := v.NumKeyValueHeads * v.HeadDim
-	return []layerLinear{
+	return []visionLinear{
 		{"self_attn.q_proj.linear", h, q},
 		{"self_attn.k_proj.linear", h, kv},
 		{"self_attn.v_proj.linear", h, kv},
@@ -66,7 +72,11 @@ func VisionTensors(cfg *Config) []TensorSpec {
 	h := v.HiddenSize
 	var out []TensorSpec
 	weight := func(module string, quantizable bool, shape ...int) {
-		out = append(out, TensorSpec{Name: module + ".weight", Shape: shape, Quantizable: quantizable, Module: module})
+		kind := KindParam
+		if quantizable {
+			kind = KindLinear
+		}
+		out = append(out, TensorSpec{Name: module + ".weight", Shape: shape, Quantizable: quantizable, Kind: kind, Module: module})
 	}
 	pe := VisionTowerPrefix + ".patch_embedder"
 	weight(pe+".input_proj", true, h, 3*v.PatchSize*v.PatchSize)
