@@ -418,13 +418,12 @@ func (c *actCounter) layerPass(g passGeom, i, s, n int, encoder, kvOnly bool) {
 	qw, kvw := nh*d, nkv*d
 	inter, k, im, ne := t.IntermediateSize, t.TopKExperts, t.MoeIntermediateSize, t.NumExperts
 	sliding := !t.IsFull(i) && t.SlidingWindow > 0
-	// The decoder reads every encoded position (full layers) or the last window−1 (§3.6.2).
+	// The decoder reads the encoded positions from first on (§3.6.2), sliced out of the
+	// cache when first > 0.
+	first := t.decoderKeyStart(t.IsFull(i), n)
 	cached := 0
 	if !encoder {
-		cached = n
-		if sliding {
-			cached = min(n, t.SlidingWindow-1)
-		}
+		cached = n - first
 	}
 	nk := cached + s
 	// RoPE(k) and v are the attention's own inputs unless the decoder concatenates them
@@ -458,7 +457,7 @@ func (c *actCounter) layerPass(g passGeom, i, s, n int, encoder, kvOnly bool) {
 	// and the probabilities [heads, s, keys] when they fit keptScores (the backward
 	// recomputes them block by block otherwise).
 	if !encoder {
-		if sliding && n >= t.SlidingWindow {
+		if first > 0 {
 			c.f32(actKV, false, 2*cached*kvw) // the last window−1 encoder positions, sliced
 		}
 		if cached > 0 {
@@ -538,8 +537,8 @@ func (c *actCounter) passBoundary(g passGeom, i, s, n int, encoder, last bool) {
 		return
 	}
 	c.f32(actEmbed, true, s*h)
-	if sliding && n >= t.SlidingWindow {
-		c.f32(actKV, true, 2*(t.SlidingWindow-1)*kvw)
+	if first := t.decoderKeyStart(t.IsFull(i), n); first > 0 {
+		c.f32(actKV, true, 2*(n-first)*kvw) // the last window−1 encoder positions, sliced
 	}
 }
 

@@ -104,25 +104,11 @@ func (l *Layer) fusedAttention(m *Model, x *mx.Array, n int, last bool, eps floa
 		xq, q0 = mx.SliceAxis(x, 1, n, s), n
 	}
 	sq := xq.Dim(1)
-	q := mx.Reshape(project(l.Q, DecoderPass, xq), b, sq, l.Heads, l.HeadDim)
-	q = mx.Transpose(mx.RMSNorm(q, l.QNorm, eps), 0, 2, 1, 3)
-	q = mx.RoPE(q, l.HeadDim, false, 0, 1, q0, l.ropeFreqs)
-
-	kRaw := mx.Reshape(project(l.K, DecoderPass, x), b, s, l.KVHeads, l.HeadDim)
-	vRaw := kRaw
-	if l.V != nil {
-		vRaw = mx.Reshape(project(l.V, DecoderPass, x), b, s, l.KVHeads, l.HeadDim)
-	}
-	k := mx.Transpose(mx.RMSNorm(kRaw, l.KNorm, eps), 0, 2, 1, 3)
-	k = mx.RoPE(k, l.HeadDim, false, 0, 1, 0, l.ropeFreqs)
-	v := mx.Transpose(mx.RMSNorm(vRaw, nil, eps), 0, 2, 1, 3)
+	q, k, v := l.qkv(DecoderPass, xq, x, q0, 0, eps)
 
 	// The decoder's keys: the prompt positions it keeps, then the canvas — one
 	// contiguous run of the N + L positions.
-	first := 0
-	if !l.Full {
-		first = max(0, n-(m.Config.TextConfig.SlidingWindow-1))
-	}
+	first := m.Config.TextConfig.decoderKeyStart(l.Full, n)
 	qDec := q
 	if !last {
 		qDec = mx.SliceAxis(q, 2, n, s)

@@ -172,13 +172,9 @@ func (m *Model) DecodeHidden(canvas *mx.Array, c *Cache, sc *mx.Array) *mx.Array
 		inputs := []*mx.Array{h}
 		if lc := c.Layers[i]; lc.K != nil {
 			ek, ev := lc.K, lc.V
-			if !l.Full {
-				// Every canvas token sees the same last window−1 encoded positions.
-				keep := t.SlidingWindow - 1
-				if first := c.Offset - keep; first > lc.Start {
-					ek = mx.SliceAxis(ek, 2, first-lc.Start, ek.Dim(2))
-					ev = mx.SliceAxis(ev, 2, first-lc.Start, ev.Dim(2))
-				}
+			if first := t.decoderKeyStart(l.Full, c.Offset); first > lc.Start {
+				ek = mx.SliceAxis(ek, 2, first-lc.Start, ek.Dim(2))
+				ev = mx.SliceAxis(ev, 2, first-lc.Start, ev.Dim(2))
 			}
 			inputs = append(inputs, ek, ev)
 		}
@@ -249,22 +245,32 @@ func (l *Layer) afterAttention(m *Model, p Pass, x, attn *mx.Array) *mx.Array {
 // scale 1, values from the raw k projection on full layers.
 func (l *Layer) attention(p Pass, x *mx.Array, attend attendFunc, offset int, eps float64) *mx.Array {
 	b, s := x.Dim(0), x.Dim(1)
-	q := mx.Reshape(project(l.Q, p, x), b, s, l.Heads, l.HeadDim)
-	q = mx.Transpose(mx.RMSNorm(q, l.QNorm, eps), 0, 2, 1, 3)
-	q = mx.RoPE(q, l.HeadDim, false, 0, 1, offset, l.ropeFreqs)
-
-	kRaw := mx.Reshape(project(l.K, p, x), b, s, l.KVHeads, l.HeadDim)
-	vRaw := kRaw
-	if l.V != nil {
-		vRaw = mx.Reshape(project(l.V, p, x), b, s, l.KVHeads, l.HeadDim)
-	}
-	k := mx.Transpose(mx.RMSNorm(kRaw, l.KNorm, eps), 0, 2, 1, 3)
-	k = mx.RoPE(k, l.HeadDim, false, 0, 1, offset, l.ropeFreqs)
-	v := mx.Transpose(mx.RMSNorm(vRaw, nil, eps), 0, 2, 1, 3)
-
+	q, k, v := l.qkv(p, x, x, offset, offset, eps)
 	out := attend(q, k, v)
 	out = mx.Reshape(mx.Transpose(out, 0, 2, 1, 3), b, s, l.Heads*l.HeadDim)
 	return project(l.O, p, out)
+}
+
+// qkv is the attention prologue of §3.2 that both forward paths share (attention, and
+// fusedAttention over the two passes' rows at once): queries [B, Heads, Sq, D] from the
+// rows xq at positions qOffset.., keys and values [B, KVHeads, Skv, D] from the rows xkv at
+// positions kOffset... q and k get RMSNorm with weight and RoPE, v RMSNorm without; full
+// layers (no v_proj) take the values from the raw k projection.
+func (l *Layer) qkv(p Pass, xq, xkv *mx.Array, qOffset, kOffset int, eps float64) (q, k, v *mx.Array) {
+	b, sq, skv := xq.Dim(0), xq.Dim(1), xkv.Dim(1)
+	q = mx.Reshape(project(l.Q, p, xq), b, sq, l.Heads, l.HeadDim)
+	q = mx.Transpose(mx.RMSNorm(q, l.QNorm, eps), 0, 2, 1, 3)
+	q = mx.RoPE(q, l.HeadDim, false, 0, 1, qOffset, l.ropeFreqs)
+
+	kRaw := mx.Reshape(project(l.K, p, xkv), b, skv, l.KVHeads, l.HeadDim)
+	vRaw := kRaw
+	if l.V != nil {
+		vRaw = mx.Reshape(project(l.V, p, xkv), b, skv, l.KVHeads, l.HeadDim)
+	}
+	k = mx.Transpose(mx.RMSNorm(kRaw, l.KNorm, eps), 0, 2, 1, 3)
+	k = mx.RoPE(k, l.HeadDim, false, 0, 1, kOffset, l.ropeFreqs)
+	v = mx.Transpose(mx.RMSNorm(vRaw, nil, eps), 0, 2, 1, 3)
+	return q, k, v
 }
 
 // route is §3.4: scores from the no-scale-normed, scaled residual; the top-k indices
