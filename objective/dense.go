@@ -34,9 +34,9 @@ func (o Objective) DenseInputs(e mx.Engine, ex Example, c Corruption, count floa
 	if !o.DenseSupported(ex, c) {
 		return Dense{}, fmt.Errorf("objective: the step has no dense form (encoder loss, self-conditioning or images)")
 	}
-	start := c.Block * o.BlockLen
-	if c.Block < 0 || start+len(c.Canvas) > len(ex.Target) || (c.Block > 0 && o.BlockLen == 0) {
-		return Dense{}, fmt.Errorf("objective: corruption of block %d (%d positions) does not fit a target of %d with block length %d", c.Block, len(c.Canvas), len(ex.Target), o.BlockLen)
+	start, err := o.canvasStart(ex, c)
+	if err != nil {
+		return Dense{}, err
 	}
 	l := len(c.Canvas)
 	ctx := append(append([]int32(nil), ex.Prompt...), ex.Target[:start]...)

@@ -158,9 +158,9 @@ type Terms struct {
 // two-pass step when c.SelfCond is set (SelfConditioned).
 func (o Objective) ExampleTerms(m *dg.Model, ex Example, c Corruption) Terms {
 	e := m.Engine
-	start := c.Block * o.BlockLen
-	if c.Block < 0 || start+len(c.Canvas) > len(ex.Target) || (c.Block > 0 && o.BlockLen == 0) {
-		panic(fmt.Sprintf("objective: corruption of block %d (%d positions) does not fit a target of %d with block length %d", c.Block, len(c.Canvas), len(ex.Target), o.BlockLen))
+	start, err := o.canvasStart(ex, c)
+	if err != nil {
+		panic(err.Error())
 	}
 	target := ex.Target[start : start+len(c.Canvas)]
 	canvas := mx.FromInt32(e, c.Canvas, 1, len(c.Canvas))
@@ -204,6 +204,15 @@ func (o Objective) ExampleTerms(m *dg.Model, ex Example, c Corruption) Terms {
 	}
 	enc.Sum, enc.Count, enc.Scale = sum, count, scale
 	return enc
+}
+
+// canvasStart is where c's canvas begins in ex.Target, or why it does not fit there.
+func (o Objective) canvasStart(ex Example, c Corruption) (int, error) {
+	start := c.Block * o.BlockLen
+	if c.Block < 0 || start+len(c.Canvas) > len(ex.Target) || (c.Block > 0 && o.BlockLen == 0) {
+		return 0, fmt.Errorf("objective: corruption of block %d (%d positions) does not fit a target of %d with block length %d", c.Block, len(c.Canvas), len(ex.Target), o.BlockLen)
+	}
+	return start, nil
 }
 
 // scoredRows returns the positions with weight 1 and their targets. Weights are 0 or 1.

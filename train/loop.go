@@ -87,11 +87,8 @@ type run struct {
 	stopBy   []int // ranks that asked to stop (a signal), agreed in the last step's all_sum
 	timing   stepTiming
 	check    *DataCheck
-	// compiled is the compiled dense loss and gradient of one example (compile: true),
-	// with the parameter names in its argument order; nil when the step is not compiled.
-	compiled      func([]*mx.Array) []*mx.Array
-	compiledNames []string
-	release       func()
+	// compiled is the compiled dense step (compile: true); nil when the step is not compiled.
+	compiled *DenseStep
 }
 
 // Run trains as cfg says. It returns ErrInterrupted after saving when ctx is cancelled.
@@ -140,8 +137,8 @@ func Run(ctx context.Context, cfg config.Config, opt Options) (res *Result, err 
 		return nil, err
 	}
 	defer r.reporter.Close()
-	if r.release != nil {
-		defer r.release()
+	if r.compiled != nil {
+		defer r.compiled.Release()
 	}
 	res, err = r.loop(ctx)
 	if err != nil {

@@ -7,7 +7,6 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
-	"slices"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -107,30 +106,12 @@ func benchCommand() *cobra.Command {
 			}
 			ex := objective.Example{Prompt: ids(promptLen), Target: ids(canvasLen)}
 			obj := objective.Reference(0.4, 0.8)
-			names := sortedKeys(a.Params())
-			var compiled func([]*mx.Array) []*mx.Array
+			var compiled *train.DenseStep
 			if compileStep {
 				// The loss and its gradients, traced once and replayed: the step's data
 				// (ids, weights, normaliser) and the parameters are the inputs.
-				var release func()
-				compiled, release = mx.Compile(e, func(in []*mx.Array) []*mx.Array {
-					traced := optim.Params{}
-					for i, n := range names {
-						traced[n] = in[i]
-					}
-					loss, g, err := optim.ValueAndGrad(a, traced, func() *mx.Array {
-						return objective.DenseLoss(m, in[len(names):])
-					})
-					if err != nil {
-						panic(err)
-					}
-					out := []*mx.Array{loss}
-					for _, n := range names {
-						out = append(out, g[n])
-					}
-					return out
-				})
-				defer release()
+				compiled = train.NewDenseStep(e, m, a)
+				defer compiled.Release()
 			}
 			var graphTime time.Duration
 			stepOnce := func(i int) error {
@@ -143,18 +124,8 @@ func benchCommand() *cobra.Command {
 					if err != nil {
 						return err
 					}
-					in := make([]*mx.Array, 0, len(names)+5)
-					for _, n := range names {
-						in = append(in, params[n])
-					}
-					outs := compiled(append(in, d.Arrays()...))
-					// A trace leaves its own arrays installed; the step's are put back.
-					if err := a.SetParams(params); err != nil {
+					if _, g, err = compiled.Grad(params, d); err != nil {
 						return err
-					}
-					g = optim.Params{}
-					for j, n := range names {
-						g[n] = outs[1+j]
 					}
 				} else {
 					var err error
@@ -271,14 +242,5 @@ func values(p optim.Params) []*mx.Array {
 	for _, a := range p {
 		out = append(out, a)
 	}
-	return out
-}
-
-func sortedKeys(p map[string]*mx.Array) []string {
-	out := make([]string, 0, len(p))
-	for n := range p {
-		out = append(out, n)
-	}
-	slices.Sort(out)
 	return out
 }

@@ -31,28 +31,6 @@ func (e *Engine) Compile(f func([]mx.Handle) []mx.Handle) (func([]mx.Handle) []m
 	release := func() {
 		once.Do(func() { e.atHome(func() { C.mlx_closure_free(compiled) }) })
 	}
-	apply := func(args []mx.Handle) []mx.Handle {
-		in := vector(args)
-		defer C.mlx_vector_array_free(in)
-		outs := C.mlx_vector_array_new()
-		defer C.mlx_vector_array_free(outs)
-		var err error
-		e.atHome(func() {
-			err = e.try("compile", func() C.int { return C.mlx_closure_apply(&outs, compiled, in) })
-		})
-		if failed := call.failed; failed != nil {
-			call.failed = nil
-			panic(failed)
-		}
-		if err != nil {
-			panic(err)
-		}
-		arrs := e.unpack("compile", outs)
-		res := make([]mx.Handle, len(arrs))
-		for i, a := range arrs {
-			res[i] = a
-		}
-		return res
-	}
+	apply := func(args []mx.Handle) []mx.Handle { return e.applyTraced("compile", compiled, call, args) }
 	return apply, release
 }

@@ -167,23 +167,30 @@ func (e *Engine) GradCheckpoint(f func([]mx.Handle) []mx.Handle, args []mx.Handl
 	defer C.mlx_closure_free(ck)
 	e.run("grad_checkpoint", func() C.int { return C.mlx_checkpoint(&ck, cl) })
 
+	return e.applyTraced("grad_checkpoint", ck, call, args)
+}
+
+// applyTraced applies a closure whose tracing runs call's Go function (a checkpoint, a
+// compiled function) on the home thread. A panic inside the function is re-raised here,
+// as the forward run's failure rather than a recomputation's.
+func (e *Engine) applyTraced(op string, cl C.mlx_closure, call *vgCall, args []mx.Handle) []mx.Handle {
 	in := vector(args)
 	defer C.mlx_vector_array_free(in)
 	outs := C.mlx_vector_array_new()
 	defer C.mlx_vector_array_free(outs)
 	var err error
 	e.atHome(func() {
-		err = e.try("grad_checkpoint", func() C.int { return C.mlx_closure_apply(&outs, ck, in) })
+		err = e.try(op, func() C.int { return C.mlx_closure_apply(&outs, cl, in) })
 	})
 	if failed := call.failed; failed != nil {
 		call.failed = nil
-		e.recomputeFailed = nil // the forward run failed, not a recomputation
+		e.recomputeFailed = nil
 		panic(failed)
 	}
 	if err != nil {
 		panic(err)
 	}
-	arrs := e.unpack("grad_checkpoint", outs)
+	arrs := e.unpack(op, outs)
 	res := make([]mx.Handle, len(arrs))
 	for i, a := range arrs {
 		res[i] = a
