@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -139,5 +140,25 @@ func TestConvertMatchesMLX(t *testing.T) {
 	a, b := converted.Forward(prompt, canvas).Float32s(), ref.Forward(prompt, canvas).Float32s()
 	if !slices.Equal(a, b) {
 		t.Error("logits of the converted checkpoint differ from those of the model quantized by MLX")
+	}
+}
+
+// TestConvertSavePretrainedMatchesMLX: checkpoints transformers' save_pretrained wrote,
+// converted by dgtune at 4 and 8 bits (group 32), hold exactly MLX's quantization of their
+// tensors (mlx_quantize after the cast to the storage dtype), and the converted model's
+// logits equal, bit for bit, those of the same model quantized tensor by tensor by MLX.
+func TestConvertSavePretrainedMatchesMLX(t *testing.T) {
+	g, m := mxtest.Go(t), mlxEngine(t)
+	ref, _, err := mx.LoadSafetensors(g, filepath.Join(hfGolden, "reference.safetensors"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range savePretrained {
+		for _, bits := range []int{4, 8} {
+			t.Run(tt.dir+"/"+strconv.Itoa(bits), func(t *testing.T) {
+				converted, byMLX := convertedModel(t, g, m, tt.dir, bits)
+				sameLogits(t, converted, byMLX, ref[tt.prefix+".prompt"], ref[tt.prefix+".canvas"])
+			})
+		}
 	}
 }
