@@ -125,13 +125,11 @@ func loadQuantizing(e mx.Engine, cfg *Config, ck *mx.Checkpoint, names map[strin
 			make([]byte, prodInt(sShape)*sdt.Size()),
 			make([]byte, prodInt(sShape)*sdt.Size()),
 		}
+		// pread, chunk by chunk, as convert reads: through the memory map every page of the
+		// bf16 checkpoint stayed resident in the process (peak RSS 77 GB for the real
+		// 26B-A4B's 50 GB, against 28 GB for its converted copy).
 		src := TensorSource{DType: dtypes[name], Shape: shapes[name], Read: func(dst []byte, off int64) error {
-			b, err := ck.Data(stored)
-			if err != nil {
-				return err
-			}
-			copy(dst, b[off:])
-			return nil
+			return ck.ReadAt(stored, dst, off)
 		}}
 		err = ConvertTensor(e, src, dt, p, func(piece int, off int64, b []byte) error {
 			copy(pieces[piece][off:], b)

@@ -3,6 +3,7 @@ package quant
 import (
 	"fmt"
 	"math"
+	"sync/atomic"
 )
 
 // Quantize is mx.quantize(w, group_size, bits, mode="affine") for a
@@ -22,29 +23,57 @@ func Quantize(w []float32, rows, cols int, p Params) (packed []uint32, scales, b
 		return nil, nil, nil, fmt.Errorf("quantize [%d, %d]: %w: have %d values",
 			rows, cols, ErrShape, len(w))
 	}
-	for i, v := range w {
-		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
-			return nil, nil, nil, fmt.Errorf("quantize [%d, %d]: %w %v at [%d, %d]",
-				rows, cols, ErrNonFinite, v, i/cols, i%cols)
-		}
-	}
-
 	gs := p.GroupSize
 	wpg := gs * p.Bits / 32
 	nGroups := len(w) / gs
 	packed = make([]uint32, nGroups*wpg)
 	scales = make([]float32, nGroups)
 	biases = make([]float32, nGroups)
+	// The finiteness check runs inside the parallel loop, group by group: as a separate
+	// serial pass it was a third of a conversion's time on 16 cores. The error names the
+	// first non-finite value of the whole matrix, whichever worker met it.
+	var firstBad atomic.Int64
+	firstBad.Store(math.MaxInt64)
 	forEach(nGroups, nGroups*gs*8, func() func(lo, hi int) {
 		var codes [128]uint8
 		return func(lo, hi int) {
 			for g := lo; g < hi; g++ {
-				scales[g], biases[g] = quantizeGroup(codes[:gs], w[g*gs:(g+1)*gs], p.Bits)
+				group := w[g*gs : (g+1)*gs]
+				if i := firstNonFinite(group); i >= 0 {
+					storeMin(&firstBad, int64(g*gs+i))
+					continue
+				}
+				scales[g], biases[g] = quantizeGroup(codes[:gs], group, p.Bits)
 				packCodes(packed[g*wpg:(g+1)*wpg], codes[:gs], p.Bits)
 			}
 		}
 	})
+	if i := int(firstBad.Load()); i != math.MaxInt64 {
+		return nil, nil, nil, fmt.Errorf("quantize [%d, %d]: %w %v at [%d, %d]",
+			rows, cols, ErrNonFinite, w[i], i/cols, i%cols)
+	}
 	return packed, scales, biases, nil
+}
+
+// firstNonFinite returns the index of the first NaN or ±Inf in w, or −1.
+func firstNonFinite(w []float32) int {
+	for i, v := range w {
+		// An exponent of all ones is Inf or NaN.
+		if math.Float32bits(v)&0x7f800000 == 0x7f800000 {
+			return i
+		}
+	}
+	return -1
+}
+
+// storeMin lowers a to v if v is smaller.
+func storeMin(a *atomic.Int64, v int64) {
+	for {
+		cur := a.Load()
+		if v >= cur || a.CompareAndSwap(cur, v) {
+			return
+		}
+	}
 }
 
 // quantizeGroup follows MLX's affine_quantize step for step, in float32

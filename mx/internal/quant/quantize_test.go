@@ -297,3 +297,23 @@ func TestQuantizeErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestQuantizeNamesFirstNonFinite: the check runs in the parallel loop, group by group;
+// with several non-finite values spread over a matrix large enough to be split between
+// workers, the error still names the first in row-major order.
+func TestQuantizeNamesFirstNonFinite(t *testing.T) {
+	const rows, cols = 512, 256
+	w := make([]float32, rows*cols)
+	for i := range w {
+		w[i] = float32(i%97) / 97
+	}
+	w[400*cols+7] = float32(math.Inf(1))
+	w[300*cols+200] = float32(math.NaN())
+	w[450*cols] = float32(math.Inf(-1))
+	for range 20 { // workers race for chunks: the answer must not depend on who wins
+		_, _, _, err := Quantize(w, rows, cols, Params{Bits: 4, GroupSize: 64})
+		if !errors.Is(err, ErrNonFinite) || !strings.Contains(err.Error(), "NaN at [300, 200]") {
+			t.Fatalf("Quantize err = %v, want ErrNonFinite naming NaN at [300, 200]", err)
+		}
+	}
+}
