@@ -114,28 +114,26 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	shards := packShards(outs, o.MaxShardBytes)
 	res.Shards = len(shards)
 
-	stage, err := os.MkdirTemp(filepath.Dir(filepath.Clean(o.Out)), "."+filepath.Base(filepath.Clean(o.Out))+".convert-")
+	st, err := atomicfile.StageDir(o.Out)
 	if err != nil {
 		return Result{}, fmt.Errorf("--out %s: %w", o.Out, err)
 	}
-	defer os.RemoveAll(stage)
-	if err := os.Chmod(stage, 0o755); err != nil { // MkdirTemp makes it 0700
-		return Result{}, fmt.Errorf("--out %s: %w", o.Out, err)
-	}
-	if err := writeWeights(ctx, o, dt, stage, jobs, outs, shards, &res); err != nil {
+	defer st.Remove()
+	if err := writeWeights(ctx, o, dt, st.Path, jobs, outs, shards, &res); err != nil {
 		return Result{}, err
 	}
-	if err := writeConfig(o, stage, q, o.DType); err != nil {
+	if err := writeConfig(o, st.Path, q, o.DType); err != nil {
 		return Result{}, err
 	}
-	if err := copySideFiles(o.Model, stage); err != nil {
+	if err := copySideFiles(o.Model, st.Path); err != nil {
 		return Result{}, err
 	}
 	if ctx.Err() != nil {
 		return Result{}, ctx.Err()
 	}
-	if err := publish(stage, o.Out); err != nil {
-		return Result{}, err
+	// An existing out (Overwrite) is replaced only once the new checkpoint is complete.
+	if err := st.Replace(); err != nil {
+		return Result{}, fmt.Errorf("--out %s: %w", filepath.Clean(o.Out), err)
 	}
 	if dt != nil {
 		res.DType = dt.String()

@@ -3,9 +3,7 @@ package convert
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -99,50 +97,8 @@ func copySideFiles(from, to string) error {
 }
 
 func copyFile(src, dst string) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return fmt.Errorf("copy %s: %w", src, err)
-	}
-	defer in.Close()
-	if err := atomicfile.Write(dst, func(w io.Writer) error {
-		_, err := io.Copy(w, in)
-		return err
-	}); err != nil {
+	if err := atomicfile.Copy(src, dst); err != nil {
 		return fmt.Errorf("copy %s: %w", src, err)
 	}
 	return nil
-}
-
-// publish moves the finished staging directory to out. An existing out (--overwrite) is
-// first renamed aside and removed only once the new one is in place, so at every moment
-// out is either the old checkpoint or the complete new one (or, between two renames,
-// absent — never partial).
-func publish(stage, out string) error {
-	out = filepath.Clean(out)
-	parent := filepath.Dir(out)
-	if err := atomicfile.SyncDir(stage); err != nil {
-		return err
-	}
-	var old string
-	if _, err := os.Stat(out); err == nil {
-		tmp, err := os.MkdirTemp(parent, "."+filepath.Base(out)+".old-")
-		if err != nil {
-			return fmt.Errorf("--out %s: %w", out, err)
-		}
-		old = filepath.Join(tmp, "old")
-		if err := os.Rename(out, old); err != nil {
-			os.Remove(tmp)
-			return fmt.Errorf("--out %s: %w", out, err)
-		}
-		defer os.RemoveAll(tmp)
-	} else if !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("--out %s: %w", out, err)
-	}
-	if err := os.Rename(stage, out); err != nil {
-		if old != "" {
-			_ = os.Rename(old, out)
-		}
-		return fmt.Errorf("--out %s: %w", out, err)
-	}
-	return atomicfile.SyncDir(parent)
 }

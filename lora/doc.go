@@ -22,8 +22,11 @@
 // [r, out], adapter_config.json); [LoadFile] and [LoadDir] read that layout and HF PEFT's
 // (lora_A.weight [r, in], lora_B.weight [out, r]) into one canonical [AdapterFile];
 // [ExportPEFT] writes PEFT's; [Merge] concatenates two adapters along the rank axis (exact);
-// [Fuse] folds an adapter into the base weights, re-quantizing quantized modules with their own
-// bits and group size.
+// [FuseTensors] folds an adapter into the base weights, re-quantizing quantized modules with
+// their own bits and group size; [FuseCheckpoint] does it to a checkpoint directory as stored
+// (computed in float32, stored in the checkpoint's dtypes), writes the complete fused
+// checkpoint ([FusedCheckpoint.Write]) and compares it with base+adapter on a seeded input
+// ([FusedCheckpoint.Probe]).
 //
 // Choices where the references are silent or disagree, and why:
 //   - num_layers 0 (absent) means all layers: optiq writes no num_layers and adapts all 30.

@@ -87,7 +87,7 @@ func TestSeparateSemantics(t *testing.T) {
 	canvas := mx.FromInt32(e, []int32{5, 9, 300, 4, 1, 1}, 1, 6)
 	c := m.NewCache()
 	m.Encode(prompt, c)
-	if a, err = Mount(m, decoderOnly); err != nil {
+	if _, err = Mount(m, decoderOnly); err != nil {
 		t.Fatal(err)
 	}
 	byHand := m.Decode(canvas, c, nil).Float32s()

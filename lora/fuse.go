@@ -33,13 +33,10 @@ func FuseTensors(cfg *diffusiongemma.Config, weights map[string]*mx.Array, f *Ad
 	if err := cfg.Validate(); err != nil {
 		return fail(err)
 	}
-	geom := linearGeometry(cfg)
-	if err := checkFit(f, func(mod string) (int, int, bool) {
-		d, ok := geom[mod]
-		return d[0], d[1], ok
-	}); err != nil {
+	if err := CheckGeometry(cfg, f); err != nil {
 		return fail(err)
 	}
+	geom := linearGeometry(cfg)
 	out := maps.Clone(weights)
 	newCfg := *cfg
 	if cfg.Quantization != nil {
@@ -105,6 +102,17 @@ func FuseTensors(cfg *diffusiongemma.Config, weights map[string]*mx.Array, f *Ad
 		return fail(fmt.Errorf("checkpoint does not match its config:\n  %s", strings.Join(problems, "\n  ")))
 	}
 	return out, &newCfg, nil
+}
+
+// CheckGeometry checks every tensor of f against the linears cfg declares (shapes from
+// the tensor table, so no weight is read): A must be [in, r] and B [r, out]. The error
+// (a *MismatchError) names the adapter's base_model and the first problem.
+func CheckGeometry(cfg *diffusiongemma.Config, f *AdapterFile) error {
+	geom := linearGeometry(cfg)
+	return checkFit(f, func(mod string) (int, int, bool) {
+		d, ok := geom[mod]
+		return d[0], d[1], ok
+	})
 }
 
 // linearGeometry maps every 2-D linear module of cfg (the embedding excluded) to its

@@ -13,6 +13,17 @@ import (
 	"github.com/dgtune/dgtune/internal/cli/clitest"
 )
 
+// command is this package's command, built once for the tests that run it as a child
+// process.
+var command = clitest.NewBinary("eval")
+
+// TestMain removes the shared build.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	command.Remove()
+	os.Exit(code)
+}
+
 // TestEvalSignals runs the built command on a split long enough to take tens of seconds,
 // signals it once it is scoring, and checks that it stops within a second with 130 or
 // 143, one line saying so, and no --json file.
@@ -21,7 +32,7 @@ func TestEvalSignals(t *testing.T) {
 		t.Skip("builds the command and runs it as a child process")
 	}
 	dir := t.TempDir()
-	bin := clitest.Build(t, dir, "eval")
+	bin := command.Path(t)
 	data := filepath.Join(dir, "data")
 	var rows strings.Builder
 	for i := range 3000 {

@@ -4,10 +4,11 @@
 //	export --adapter DIR --model DIR --fuse --out DIR [--dequantize] a complete fused checkpoint
 //	export --merge A B --out DIR [--format mlx|peft]               two adapters in one (exact)
 //
-// The file formats and the arithmetic live in package lora; this command resolves the
-// inputs, checks the adapter against the model's geometry before any work, writes into a
-// hidden directory beside --out and renames it into place only when the result is complete,
-// so a failure never leaves a half-written export behind.
+// The file formats, the arithmetic and the fused checkpoint (lora.FuseCheckpoint, with its
+// verification probe) live in package lora; this command resolves the inputs, checks the
+// adapter against the model's geometry before any work, writes into a hidden directory
+// beside --out (atomicfile.StageDir) and moves it into place only when the result is
+// complete, so a failure never leaves a half-written export behind.
 package main
 
 import (

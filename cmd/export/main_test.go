@@ -446,6 +446,12 @@ func TestFuseQuantized4Bit(t *testing.T) {
 	}
 }
 
+// forward runs the model on the probe's ids.
+func forward(m *dg.Model, prompt, canvas []int32) []float32 {
+	e := m.Engine
+	return m.Forward(mx.FromInt32(e, prompt, 1, len(prompt)), mx.FromInt32(e, canvas, 1, len(canvas))).Float32s()
+}
+
 // checkReported recomputes the command's probe: the same seeded input (seed 0, the
 // config default) through base+adapter and the fused checkpoint; the printed value has 6
 // significant digits.
@@ -455,7 +461,7 @@ func checkReported(t *testing.T, e mx.Engine, model, fused string, f *lora.Adapt
 	if _, err := lora.Mount(b, f); err != nil {
 		t.Fatal(err)
 	}
-	prompt, canvas := probeInput(b.Config, 0)
+	prompt, canvas := lora.FuseProbeInput(b.Config, 0)
 	d := maxAbsDiff(forward(loadModel(t, e, fused), prompt, canvas), forward(b, prompt, canvas))
 	if math.Abs(d-reported) > 1e-5*d {
 		t.Errorf("reported probe difference %g, recomputed %g", reported, d)
@@ -620,53 +626,8 @@ func TestConfigFile(t *testing.T) {
 	if _, err := lora.Mount(b, f); err != nil {
 		t.Fatal(err)
 	}
-	prompt, canvas := probeInput(b.Config, 5)
+	prompt, canvas := lora.FuseProbeInput(b.Config, 5)
 	if d := maxAbsDiff(forward(loadModel(t, e, fused), prompt, canvas), forward(b, prompt, canvas)); math.Abs(d-diff) > 1e-5*d {
 		t.Errorf("reported %g, recomputed on the seed-5 probe %g", diff, d)
-	}
-}
-
-// TestStaging: an aborted export leaves nothing behind, not even the parents it created;
-// a committed one replaces an empty destination and refuses a non-empty one.
-func TestStaging(t *testing.T) {
-	dir := t.TempDir()
-	st, err := newStaging(filepath.Join(dir, "a", "b", "out"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := writeFile(filepath.Join(st.tmp, "x"), []byte("half")); err != nil {
-		t.Fatal(err)
-	}
-	st.abort()
-	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
-		t.Errorf("abort left %v", entries)
-	}
-
-	out := filepath.Join(dir, "empty")
-	if err := os.Mkdir(out, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	st, err = newStaging(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := writeFile(filepath.Join(st.tmp, "x"), []byte("done")); err != nil {
-		t.Fatal(err)
-	}
-	if err := st.commit(); err != nil {
-		t.Fatal(err)
-	}
-	st.abort() // a no-op after commit
-	if b := readBytes(t, filepath.Join(out, "x")); string(b) != "done" {
-		t.Errorf("committed file holds %q", b)
-	}
-	if fi, err := os.Stat(out); err != nil || fi.Mode().Perm() != 0o755 {
-		t.Errorf("committed directory: %v %v, want mode 0755", fi, err)
-	}
-	if _, err := newStaging(out); err == nil || !strings.Contains(err.Error(), "not empty") {
-		t.Errorf("staging over a non-empty directory: %v", err)
-	}
-	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
-		t.Errorf("left %d entries in the parent, want only the committed directory", len(entries))
 	}
 }

@@ -47,7 +47,7 @@ func TestFuseWarning(t *testing.T) {
 		diff, scale, effect float64
 		want                bool
 	}{{1e-5, 20, 10, false}, {0.7, 20, 6.9, false}, {2.5, 20, 10, true}, {16.85, 17.45, 30, true}, {1, 20, 1.5, true}} {
-		if got := fuseWarning(c.diff, c.scale, c.effect, true) != ""; got != c.want {
+		if got := fuseWarning(lora.FuseProbe{Diff: c.diff, MaxLogit: c.scale, Effect: c.effect}, true) != ""; got != c.want {
 			t.Errorf("fuseWarning(%g, %g, %g) = %v, want %v", c.diff, c.scale, c.effect, got, c.want)
 		}
 	}

@@ -15,6 +15,17 @@ import (
 	"github.com/dgtune/dgtune/mx/mxtest"
 )
 
+// command is this package's command, built once for the tests that run it as a child
+// process.
+var command = clitest.NewBinary("export")
+
+// TestMain removes the shared build.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	command.Remove()
+	os.Exit(code)
+}
+
 // TestExportSignal: SIGINT during --fuse of a model big enough to take seconds stops the
 // built command within a second with 130, and neither --out nor its hidden staging
 // directory is left.
@@ -33,7 +44,7 @@ func TestExportSignal(t *testing.T) {
 		*c = *p
 	})
 	writeAdapter(t, e, model, ad, lora.Config{Rank: 4, Scale: 2}, 7, 0.05)
-	bin := clitest.Build(t, dir, "export")
+	bin := command.Path(t)
 	out := filepath.Join(dir, "fused")
 	r := clitest.Interrupt(t, exec.Command(bin, "--adapter", ad, "--fuse", "--dequantize", "--out", out), syscall.SIGINT, clitest.After(700*time.Millisecond), 0)
 	if r.Took > time.Second {

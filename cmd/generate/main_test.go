@@ -34,11 +34,13 @@ var demo struct {
 	err           error
 }
 
+// TestMain removes the shared demo adapter and build.
 func TestMain(m *testing.M) {
 	code := m.Run()
 	if demo.tmp != "" {
 		os.RemoveAll(demo.tmp)
 	}
+	command.Remove()
 	os.Exit(code)
 }
 

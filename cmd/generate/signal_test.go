@@ -11,6 +11,10 @@ import (
 	"github.com/dgtune/dgtune/internal/cli/clitest"
 )
 
+// command is this package's command, built once for the tests that run it as a child
+// process (TestMain removes it).
+var command = clitest.NewBinary("generate")
+
 // TestSignals runs the built command as a child process, signals it once it is busy and
 // checks that it exits 130 (SIGINT) or 143 (SIGTERM) within a second, saying so in one
 // line. Busy is either a generation that would run for hours (a random tiny model, whose
@@ -21,7 +25,7 @@ func TestSignals(t *testing.T) {
 		t.Skip("builds the command and runs it as a child process")
 	}
 	dir := t.TempDir()
-	bin := clitest.Build(t, dir, "generate")
+	bin := command.Path(t)
 	model := filepath.Join(dir, "tiny")
 	writeModel(t, model, nil)
 	generating := []string{"--model", model, "--prompt", "hi", "--sampler", "entropy", "--steps", "1000000", "--max-tokens", "100000", "--backend", "go"}

@@ -184,33 +184,20 @@ func overrideGeometry(cfg *dg.Config, window, layers, canvas int) error {
 // written: an error, SIGINT or SIGTERM leaves out as it was.
 func writeStaged(ctx context.Context, out string, write func(dir string) error) error {
 	out = filepath.Clean(out)
-	parent := filepath.Dir(out)
-	if err := os.MkdirAll(parent, 0o755); err != nil {
-		return fmt.Errorf("--out %s: %w", out, err)
-	}
-	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(out)+".tmp-")
+	st, err := atomicfile.StageDir(out)
 	if err != nil {
 		return fmt.Errorf("--out %s: %w", out, err)
 	}
-	defer os.RemoveAll(tmp)
-	defer cli.OnAbandon(ctx, func() { os.RemoveAll(tmp) })()
-	if err := write(tmp); err != nil {
+	defer st.Remove()
+	defer cli.OnAbandon(ctx, st.Remove)()
+	if err := write(st.Path); err != nil {
 		return err
 	}
 	if ctx.Err() != nil {
 		return cli.Interrupted(ctx)
 	}
-	if err := os.MkdirAll(out, 0o755); err != nil {
+	if err := st.MoveInto(); err != nil {
 		return fmt.Errorf("--out %s: %w", out, err)
 	}
-	entries, err := os.ReadDir(tmp)
-	if err != nil {
-		return fmt.Errorf("--out %s: %w", out, err)
-	}
-	for _, e := range entries {
-		if err := os.Rename(filepath.Join(tmp, e.Name()), filepath.Join(out, e.Name())); err != nil {
-			return fmt.Errorf("--out %s: %w", out, err)
-		}
-	}
-	return atomicfile.SyncDir(out)
+	return nil
 }

@@ -13,6 +13,17 @@ import (
 	"github.com/dgtune/dgtune/internal/cli/clitest"
 )
 
+// command is this package's command, built once for the tests that run it as a child
+// process.
+var command = clitest.NewBinary("probe")
+
+// TestMain removes the shared build.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	command.Remove()
+	os.Exit(code)
+}
+
 // TestMkdataImpossibleSizes: more distinct words than the alphabet and lengths allow is
 // refused at once (it looped forever at 100 % CPU), and so is an alphabet the tasks cannot
 // use; nothing is written.
@@ -54,7 +65,7 @@ func TestProbeSignals(t *testing.T) {
 		t.Skip("builds the command and runs it as a child process")
 	}
 	dir := t.TempDir()
-	bin := clitest.Build(t, dir, "probe")
+	bin := command.Path(t)
 	small := filepath.Join(dir, "small")
 	if out, err := exec.Command(bin, "mkmodel", "--preset", "small", "--seed", "1", "--out", small).CombinedOutput(); err != nil {
 		t.Fatalf("mkmodel: %v\n%s", err, out)

@@ -1,6 +1,8 @@
-// Package atomicfile writes files so that a crash, a full disk or a failed write never
-// leaves a torn file: the bytes go to a temporary file in the same directory, which is
-// synced and renamed over the target, and then the directory is synced.
+// Package atomicfile writes files and directories so that a crash, a full disk, a failed
+// write or an interrupted command never leaves a torn one: a file's bytes go to a temporary
+// file in the same directory, which is synced and renamed over the target, and then the
+// directory is synced; a directory's files go into a hidden staging directory beside it
+// (StageDir), which is moved into place once complete or removed.
 package atomicfile
 
 import (

@@ -7,36 +7,68 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 )
 
-// Build compiles the command in the test's package directory into dir/name and returns
-// the binary's path.
-func Build(t testing.TB, dir, name string) string {
-	t.Helper()
-	bin, err := Compile(dir, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return bin
-}
-
-// Compile is Build without a test: for a package's tests that share one build (a
-// sync.Once, removed in TestMain).
-func Compile(dir, name string) (string, error) {
+// Compile builds the command in the test's package directory into dir/name, with extra
+// go build flags (-tags mlx), and returns the binary's path. Tests share one build through
+// Binary.
+func Compile(dir, name string, flags ...string) (string, error) {
+	// go test puts its own GOROOT/bin first on the test binary's PATH.
 	goBin, err := exec.LookPath("go")
 	if err != nil {
-		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
+		return "", fmt.Errorf("go build: %w", err)
 	}
 	bin := filepath.Join(dir, name)
-	if out, err := exec.Command(goBin, "build", "-o", bin, ".").CombinedOutput(); err != nil {
+	args := append(append([]string{"build"}, flags...), "-o", bin, ".")
+	if out, err := exec.Command(goBin, args...).CombinedOutput(); err != nil {
 		return "", fmt.Errorf("go build: %v\n%s", err, out)
 	}
 	return bin, nil
+}
+
+// Binary is the command of the test's package, compiled at most once per test binary for
+// every test that runs it as a child process (a go build takes seconds; each test
+// building its own took most of a package's test time). Declare one per package and
+// call Remove from TestMain after m.Run.
+type Binary struct {
+	name  string
+	flags []string
+	once  sync.Once
+	dir   string
+	bin   string
+	err   error
+}
+
+// NewBinary is the command name, to be built with flags on first use.
+func NewBinary(name string, flags ...string) *Binary {
+	return &Binary{name: name, flags: flags}
+}
+
+// Path builds the command on the first call and returns the binary's path; a failed
+// build fails every test that asks for it.
+func (b *Binary) Path(t testing.TB) string {
+	t.Helper()
+	b.once.Do(func() {
+		if b.dir, b.err = os.MkdirTemp("", b.name+"-bin-"); b.err != nil {
+			return
+		}
+		b.bin, b.err = Compile(b.dir, b.name, b.flags...)
+	})
+	if b.err != nil {
+		t.Fatal(b.err)
+	}
+	return b.bin
+}
+
+// Remove deletes the build, if one was made.
+func (b *Binary) Remove() {
+	if b.dir != "" {
+		os.RemoveAll(b.dir)
+	}
 }
 
 // Stopped is how a signalled command ended.

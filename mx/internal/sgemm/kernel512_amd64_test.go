@@ -1,11 +1,24 @@
 //go:build amd64 && !purego
 
+// The AVX-512 kernels' tests skip on a CPU without AVX-512F (this development machine and
+// CI have none). To run them where the CPU has it (the GPU machine's Xeon), build static
+// test binaries here and run them there from the repository root, with
+// GOENG_REQUIRE_AVX512=1 so that a CPU without AVX-512F fails instead of skipping:
+//
+//	bash bench/avx512_tests.sh build   # here: .devbin-avx512/{sgemm,quant,goeng}.test
+//	bash bench/avx512_tests.sh run     # there: every test of those packages, verbose
+//
+// (The same as: CGO_ENABLED=0 go test -c -o .devbin-avx512/sgemm.test ./mx/internal/sgemm,
+// then in mx/internal/sgemm: GOENG_REQUIRE_AVX512=1 ../../../.devbin-avx512/sgemm.test -test.v.)
+
 package sgemm
 
 import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/dgtune/dgtune/mx/internal/cputest"
 )
 
 // TestAVX512MatchesAVX2: the AVX-512 pair kernel forms every element exactly as the AVX2
@@ -13,9 +26,7 @@ import (
 // transpose, with and without accumulation, with padded strides, edge tiles, odd row
 // counts (a tile left without a pair) and more than one k-block.
 func TestAVX512MatchesAVX2(t *testing.T) {
-	if !hasAVX512() {
-		t.Skip("CPU without AVX-512F")
-	}
+	cputest.RequireAVX512(t, hasAVX512())
 	with := defaultKernels()
 	if with.pair == nil {
 		t.Fatal("AVX-512 CPU but no pair kernel chosen")
@@ -28,9 +39,7 @@ func TestAVX512MatchesAVX2(t *testing.T) {
 // BenchmarkKernelSets compares the AVX2 tile kernel with the AVX-512 pair kernel on one
 // core and on all of them.
 func BenchmarkKernelSets(b *testing.B) {
-	if !hasAVX512() {
-		b.Skip("CPU without AVX-512F")
-	}
+	cputest.RequireAVX512(b, hasAVX512())
 	for _, ks := range []namedKernels{{"avx2", avx2Kernels()}, {"avx512", defaultKernels()}} {
 		for _, s := range [][3]int{{256, 512, 1024}, {512, 512, 512}} {
 			for _, w := range []int{1, maxProcs()} {
@@ -48,9 +57,7 @@ func BenchmarkKernelSets(b *testing.B) {
 // the tile path either way), edge columns, rows past the last block of eight, products
 // too short for a block and several workers.
 func TestThinMatchesTile(t *testing.T) {
-	if !hasAVX512() {
-		t.Skip("CPU without AVX-512F")
-	}
+	cputest.RequireAVX512(t, hasAVX512())
 	with := defaultKernels()
 	if with.thin == nil {
 		t.Fatal("AVX-512 CPU but no thin kernel chosen")
@@ -64,9 +71,7 @@ func TestThinMatchesTile(t *testing.T) {
 // BenchmarkThin times LoRA up-projection shapes (rank 8: (x·A)·B and its input gradient,
 // B untransposed and transposed) with and without the thin kernel.
 func BenchmarkThin(b *testing.B) {
-	if !hasAVX512() {
-		b.Skip("CPU without AVX-512F")
-	}
+	cputest.RequireAVX512(b, hasAVX512())
 	with := defaultKernels()
 	without := with
 	without.thin = nil
@@ -86,9 +91,7 @@ func BenchmarkThin(b *testing.B) {
 // columns, rows left over past the last group of sixteen or eight, several k-blocks,
 // accumulation and several workers.
 func TestSkinnyT16MatchesSkinny(t *testing.T) {
-	if !hasAVX512() {
-		t.Skip("CPU without AVX-512F")
-	}
+	cputest.RequireAVX512(t, hasAVX512())
 	with := defaultKernels()
 	if with.skinnyT16 == nil {
 		t.Fatal("AVX-512 CPU but no sixteen-row skinny kernel chosen")

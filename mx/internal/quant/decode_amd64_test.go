@@ -1,0 +1,39 @@
+//go:build amd64 && !purego
+
+package quant
+
+import (
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/dgtune/dgtune/mx/internal/cputest"
+)
+
+// TestDecodeT4x16AVX512: the AVX-512 sixteen-row 4-bit decoder, called directly, writes
+// the two eight-row runs' values bit for bit, for one block and for runs along k, with a
+// panel-row stride wider than sixteen and nothing written past the run. (TestDecodeT16Run
+// takes it through decodeT16Run only where the CPU has it; this test says when it could
+// not run, and fails then under GOENG_REQUIRE_AVX512=1: see bench/avx512_tests.sh.)
+func TestDecodeT4x16AVX512(t *testing.T) {
+	cputest.RequireAVX512(t, hasAVX512)
+	rng := rand.New(rand.NewPCG(47, 48))
+	const wstride, ldd = 23, 19
+	words := make([]uint32, 16*wstride)
+	for i := range words {
+		words[i] = rng.Uint32()
+	}
+	var sc, bi [16]float32
+	for i := range sc {
+		sc[i], bi[i] = float32(rng.NormFloat64()), float32(rng.NormFloat64())
+	}
+	for _, n := range []int{1, 2, 3, 8} {
+		size := (8*n-1)*ldd + 16 + ldd // one row more than the run, which must stay NaN
+		got, want := nans(size), nans(size)
+		decodeT4x16AVX512(&words[0], wstride, &sc[0], &bi[0], &got[0], ldd, n)
+		decodeT16As8x8(4, words, wstride, &sc, &bi, want, ldd, n)
+		if !slices.Equal(bitsOf(got), bitsOf(want)) {
+			t.Fatalf("%d blocks: %v, want %v", n, got, want)
+		}
+	}
+}
