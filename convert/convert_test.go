@@ -13,27 +13,17 @@ import (
 
 	"github.com/dgtune/dgtune/convert"
 	dg "github.com/dgtune/dgtune/model/diffusiongemma"
+	"github.com/dgtune/dgtune/model/diffusiongemma/dgtest"
 	"github.com/dgtune/dgtune/mx"
 	"github.com/dgtune/dgtune/mx/mxtest"
 	"github.com/dgtune/dgtune/mx/safetensors"
-	"github.com/dgtune/dgtune/tokenizer"
 )
 
 // writeBF16 writes a bf16 checkpoint of preset in the release layout (experts without
 // .weight), with a tokenizer and a side file convert must copy.
 func writeBF16(t *testing.T, dir, preset string, seed uint64) *dg.Config {
 	t.Helper()
-	cfg, err := dg.Preset(preset)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok, err := tokenizer.NewSynthetic(cfg.TextConfig.VocabSize, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := dg.WriteSyntheticBF16Shards(dir, cfg, seed, true, tok); err != nil {
-		t.Fatal(err)
-	}
+	cfg := dgtest.Spec{Preset: preset, Seed: seed}.Release(t, dir)
 	if err := os.WriteFile(filepath.Join(dir, "chat_template.jinja"), []byte("{{ messages }}"), 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/dgtune/dgtune/convert"
 	dg "github.com/dgtune/dgtune/model/diffusiongemma"
+	"github.com/dgtune/dgtune/model/diffusiongemma/dgtest"
 	"github.com/dgtune/dgtune/mx"
 	"github.com/dgtune/dgtune/mx/mxtest"
 )
@@ -33,14 +34,7 @@ func mlxEngine(t *testing.T) mx.Engine {
 // mlx_quantize, affine mode, on MLX's CPU backend).
 func TestQuantizeMatchesMLX(t *testing.T) {
 	g, m := mxtest.Go(t), mlxEngine(t)
-	cfg, err := dg.Preset(dg.PresetSmall)
-	if err != nil {
-		t.Fatal(err)
-	}
-	weights, err := dg.Synthesize(g, cfg, 21, dg.BitsNone)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg, weights := dgtest.Spec{Preset: dg.PresetSmall, Seed: 21, Bits: dg.BitsNone}.Weights(t, g)
 	compared := 0
 	for _, ts := range dg.ExpectedTensors(cfg) {
 		if !ts.Quantizable {

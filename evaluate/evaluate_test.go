@@ -15,10 +15,10 @@ import (
 	"github.com/dgtune/dgtune/config"
 	"github.com/dgtune/dgtune/lora"
 	dg "github.com/dgtune/dgtune/model/diffusiongemma"
+	"github.com/dgtune/dgtune/model/diffusiongemma/dgtest"
 	"github.com/dgtune/dgtune/mx"
 	"github.com/dgtune/dgtune/mx/mxtest"
 	"github.com/dgtune/dgtune/objective"
-	"github.com/dgtune/dgtune/tokenizer"
 	"github.com/dgtune/dgtune/train"
 )
 
@@ -26,26 +26,8 @@ import (
 func session(t *testing.T) *train.Session {
 	t.Helper()
 	e := mxtest.Go(t)
-	mc, err := dg.Preset(dg.PresetTiny)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := dg.Synthesize(e, mc, 1, dg.BitsNone)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := dg.Build(e, mc, w, dg.LoadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tj, err := tokenizer.NewSynthetic(mc.TextConfig.VocabSize, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok, err := tokenizer.Parse(tj)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := dgtest.Tiny(1, dg.BitsNone).Model(t, e)
+	tok := dgtest.Tokenizer(t, m.Config)
 	cfg := config.Defaults()
 	cfg.MaxCanvas = 8
 	cfg.Eval.Steps = 4

@@ -11,11 +11,10 @@ import (
 	"testing"
 
 	"github.com/dgtune/dgtune/config"
-	dg "github.com/dgtune/dgtune/model/diffusiongemma"
+	"github.com/dgtune/dgtune/model/diffusiongemma/dgtest"
 	"github.com/dgtune/dgtune/mx"
 	"github.com/dgtune/dgtune/mx/mxtest"
 	"github.com/dgtune/dgtune/objective"
-	"github.com/dgtune/dgtune/tokenizer"
 	"github.com/dgtune/dgtune/train"
 )
 
@@ -24,24 +23,8 @@ import (
 func TestEvalImageRows(t *testing.T) {
 	e := mxtest.Go(t)
 	dir := t.TempDir()
-	cfg, err := dg.Preset(dg.PresetTiny)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dg.WithSyntheticVision(cfg)
-	cfg.TextConfig.SlidingWindow = 64
-	w, err := dg.Synthesize(e, cfg, 1, dg.BitsNone)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok, err := tokenizer.NewSynthetic(cfg.TextConfig.VocabSize, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
 	model := filepath.Join(dir, "model")
-	if err := dg.WriteCheckpoint(model, cfg, w, tok); err != nil {
-		t.Fatal(err)
-	}
+	cfg := dgtest.Spec{Seed: 1, Edit: dgtest.Vision}.Checkpoint(t, e, model)
 	data := filepath.Join(dir, "data")
 	os.MkdirAll(filepath.Join(data, "img"), 0o755)
 	for name, c := range map[string]color.NRGBA{"red.png": {230, 30, 20, 255}, "blue.png": {20, 40, 230, 255}} {

@@ -12,8 +12,8 @@ import (
 
 	"github.com/dgtune/dgtune/data/chat"
 	dg "github.com/dgtune/dgtune/model/diffusiongemma"
+	"github.com/dgtune/dgtune/model/diffusiongemma/dgtest"
 	"github.com/dgtune/dgtune/mx/mxtest"
-	"github.com/dgtune/dgtune/tokenizer"
 )
 
 // tinyGenerator is a random tiny model (vocabulary 512, canvas 16) with the synthetic
@@ -22,27 +22,8 @@ import (
 // the end tokens anywhere.
 func tinyGenerator(t *testing.T) *Generator {
 	t.Helper()
-	e := mxtest.Go(t)
-	cfg, err := dg.Preset(dg.PresetTiny)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := dg.Synthesize(e, cfg, 3, dg.BitsNone)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := dg.Build(e, cfg, w, dg.LoadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tj, err := tokenizer.NewSynthetic(cfg.TextConfig.VocabSize, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok, err := tokenizer.Parse(tj)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := dgtest.Tiny(3, dg.BitsNone).Model(t, mxtest.Go(t))
+	tok := dgtest.Tokenizer(t, m.Config)
 	opt := dg.DefaultGenerateOptions(m.Config)
 	opt.Steps, opt.MaxTokens, opt.MinCanvas, opt.MaxCanvas = 4, 20, 4, 8
 	opt.StopRule, opt.EOS = nil, nil

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/dgtune/dgtune/model/diffusiongemma"
+	"github.com/dgtune/dgtune/model/diffusiongemma/dgtest"
 	"github.com/dgtune/dgtune/mx"
 	"github.com/dgtune/dgtune/mx/mxtest"
 )
@@ -13,26 +14,13 @@ import (
 // tinyModel builds the tiny preset with random weights (bits: "0", "4", "8", "mixed").
 func tinyModel(t *testing.T, e mx.Engine, bits string) *diffusiongemma.Model {
 	t.Helper()
-	m, _ := tinyCheckpoint(t, e, bits)
-	return m
+	return dgtest.Tiny(1, bits).Model(t, e)
 }
 
 // tinyCheckpoint is tinyModel and the checkpoint tensor map (MLX layout) it was built from.
 func tinyCheckpoint(t *testing.T, e mx.Engine, bits string) (*diffusiongemma.Model, map[string]*mx.Array) {
 	t.Helper()
-	cfg, err := diffusiongemma.Preset(diffusiongemma.PresetTiny)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := diffusiongemma.Synthesize(e, cfg, 1, bits)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := diffusiongemma.Build(e, cfg, w, diffusiongemma.LoadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m, w
+	return dgtest.Tiny(1, bits).ModelWeights(t, e)
 }
 
 // logits runs the training forward on a fixed prompt and canvas.

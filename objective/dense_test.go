@@ -6,6 +6,7 @@ import (
 
 	"github.com/dgtune/dgtune/lora"
 	dg "github.com/dgtune/dgtune/model/diffusiongemma"
+	"github.com/dgtune/dgtune/model/diffusiongemma/dgtest"
 	"github.com/dgtune/dgtune/mx"
 	"github.com/dgtune/dgtune/mx/mxtest"
 	"github.com/dgtune/dgtune/optim"
@@ -17,18 +18,7 @@ import (
 // the steps it has no form for.
 func TestDenseMatchesExampleTerms(t *testing.T) {
 	e := mxtest.Go(t)
-	cfg, err := dg.Preset(dg.PresetTiny)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := dg.Synthesize(e, cfg, 5, dg.Bits4)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := dg.Build(e, cfg, w, dg.LoadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := dgtest.Tiny(5, dg.Bits4).Model(t, e)
 	a, err := lora.Attach(m, lora.Config{Rank: 2, Scale: 4, Keys: dg.DefaultLoRAKeys(), NumLayers: -1}, 11)
 	if err != nil {
 		t.Fatal(err)
@@ -42,7 +32,7 @@ func TestDenseMatchesExampleTerms(t *testing.T) {
 		{"inv_t all positions", Objective{TMin: 0.2, TMax: 0.9, Weighting: InvT, Positions: All}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := tc.obj.Draw(mx.Key(e, 3), ex.Target, cfg.TextConfig.VocabSize)
+			c := tc.obj.Draw(mx.Key(e, 3), ex.Target, m.Config.TextConfig.VocabSize)
 			params := optim.Params(a.Params())
 			want, wantG, err := optim.ValueAndGrad(a, params, func() *mx.Array {
 				return ShareLoss([]Terms{tc.obj.ExampleTerms(m, ex, c)}, tc.obj.Count(c), 0)
@@ -76,7 +66,7 @@ func TestDenseMatchesExampleTerms(t *testing.T) {
 		})
 	}
 	nemo := Objective{TMin: 0.4, TMax: 0.8, EncoderWeight: 1}
-	c := nemo.Draw(mx.Key(e, 4), ex.Target, cfg.TextConfig.VocabSize)
+	c := nemo.Draw(mx.Key(e, 4), ex.Target, m.Config.TextConfig.VocabSize)
 	if _, err := nemo.DenseInputs(e, ex, c, 1); err == nil || err.Error() != "objective: the step has no dense form (encoder loss, self-conditioning or images)" {
 		t.Fatalf("encoder loss: err %v", err)
 	}

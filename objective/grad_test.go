@@ -10,6 +10,7 @@ import (
 
 	"github.com/dgtune/dgtune/lora"
 	dg "github.com/dgtune/dgtune/model/diffusiongemma"
+	"github.com/dgtune/dgtune/model/diffusiongemma/dgtest"
 	"github.com/dgtune/dgtune/mx"
 	"github.com/dgtune/dgtune/mx/mxtest"
 )
@@ -56,18 +57,7 @@ func TestLoRAGradientFiniteDifference(t *testing.T) {
 	for _, bits := range []string{dg.BitsNone, dg.Bits4} {
 		t.Run("bits="+bits, func(t *testing.T) {
 			e := mxtest.Go(t)
-			cfg, err := dg.Preset(dg.PresetTiny)
-			if err != nil {
-				t.Fatal(err)
-			}
-			w, err := dg.Synthesize(e, cfg, 5, bits)
-			if err != nil {
-				t.Fatal(err)
-			}
-			m, err := dg.Build(e, cfg, w, dg.LoadOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
+			m := dgtest.Tiny(5, bits).Model(t, e)
 			a, err := lora.Attach(m, lora.Config{Rank: 2, Scale: 4, Keys: dg.DefaultLoRAKeys(), NumLayers: -1}, 11)
 			if err != nil {
 				t.Fatal(err)
@@ -112,18 +102,7 @@ func checkGradsNonTrivial(t *testing.T, f func([]*mx.Array) *mx.Array, args []*m
 // have exactly zero gradient; every other set must have a clearly non-zero one.
 func TestSeparateEncoderGradientFiniteDifference(t *testing.T) {
 	e := mxtest.Go(t)
-	cfg, err := dg.Preset(dg.PresetTiny)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := dg.Synthesize(e, cfg, 5, dg.BitsNone)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := dg.Build(e, cfg, w, dg.LoadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := dgtest.Tiny(5, dg.BitsNone).Model(t, e)
 	a, err := lora.Attach(m, lora.Config{Rank: 2, Scale: 4, Keys: dg.DefaultLoRAKeys(), NumLayers: -1, Encoder: lora.EncoderModeSeparate}, 11)
 	if err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/dgtune/dgtune/lora"
 	dg "github.com/dgtune/dgtune/model/diffusiongemma"
+	"github.com/dgtune/dgtune/model/diffusiongemma/dgtest"
 	"github.com/dgtune/dgtune/mx"
 	"github.com/dgtune/dgtune/mx/mxtest"
 )
@@ -16,18 +17,7 @@ import (
 // router recorder on every layer (see routeRecorder).
 func loraTiny(t *testing.T, e mx.Engine) (*dg.Model, *lora.Adapter, []string, *[]string) {
 	t.Helper()
-	cfg, err := dg.Preset(dg.PresetTiny)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := dg.Synthesize(e, cfg, 5, dg.BitsNone)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := dg.Build(e, cfg, w, dg.LoadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := dgtest.Tiny(5, dg.BitsNone).Model(t, e)
 	a, err := lora.Attach(m, lora.Config{Rank: 2, Scale: 4, Keys: dg.DefaultLoRAKeys(), NumLayers: -1}, 11)
 	if err != nil {
 		t.Fatal(err)
@@ -45,7 +35,7 @@ func loraTiny(t *testing.T, e mx.Engine) (*dg.Model, *lora.Adapter, []string, *[
 	}
 	var routes []string
 	for _, l := range m.Layers {
-		l.RouterProj = &routeRecorder{base: l.RouterProj, k: cfg.TextConfig.TopKExperts, log: &routes}
+		l.RouterProj = &routeRecorder{base: l.RouterProj, k: m.Config.TextConfig.TopKExperts, log: &routes}
 	}
 	return m, a, names, &routes
 }

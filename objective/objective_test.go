@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	dg "github.com/dgtune/dgtune/model/diffusiongemma"
+	"github.com/dgtune/dgtune/model/diffusiongemma/dgtest"
 	"github.com/dgtune/dgtune/mx"
 	"github.com/dgtune/dgtune/mx/mxtest"
 )
@@ -54,18 +55,7 @@ func TestCrossEntropyHandLogits(t *testing.T) {
 // tinyModel is the tiny preset with random f32 weights.
 func tinyModel(t *testing.T, e mx.Engine) *dg.Model {
 	t.Helper()
-	cfg, err := dg.Preset(dg.PresetTiny)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := dg.Synthesize(e, cfg, 3, dg.BitsNone)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := dg.Build(e, cfg, w, dg.LoadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := dgtest.Tiny(3, dg.BitsNone).Model(t, e)
 	return m
 }
 

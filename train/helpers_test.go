@@ -10,35 +10,20 @@ import (
 	"testing"
 
 	"github.com/dgtune/dgtune/config"
-	dg "github.com/dgtune/dgtune/model/diffusiongemma"
+	"github.com/dgtune/dgtune/model/diffusiongemma/dgtest"
 	"github.com/dgtune/dgtune/mx"
 	"github.com/dgtune/dgtune/mx/mxtest"
-	"github.com/dgtune/dgtune/tokenizer"
 )
 
 // writeTinyModel writes a tiny synthetic checkpoint (byte-level tokenizer) under dir.
 // edit, if not nil, may change the weights before they are written.
 func writeTinyModel(t *testing.T, dir, bits string, edit func(map[string]*mx.Array)) string {
 	t.Helper()
-	e := mxtest.Go(t)
-	cfg, err := dg.Preset(dg.PresetTiny)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := dg.Synthesize(e, cfg, 1, bits)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg, w := dgtest.Tiny(1, bits).Weights(t, mxtest.Go(t))
 	if edit != nil {
 		edit(w)
 	}
-	tok, err := tokenizer.NewSynthetic(cfg.TextConfig.VocabSize, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := dg.WriteCheckpoint(dir, cfg, w, tok); err != nil {
-		t.Fatal(err)
-	}
+	dgtest.WriteCheckpoint(t, dir, cfg, w)
 	return dir
 }
 

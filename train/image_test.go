@@ -13,34 +13,17 @@ import (
 
 	"github.com/dgtune/dgtune/lora"
 	dg "github.com/dgtune/dgtune/model/diffusiongemma"
+	"github.com/dgtune/dgtune/model/diffusiongemma/dgtest"
 	"github.com/dgtune/dgtune/mx"
 	"github.com/dgtune/dgtune/mx/mxtest"
 	"github.com/dgtune/dgtune/objective"
-	"github.com/dgtune/dgtune/tokenizer"
 )
 
 // writeVisionModel writes the tiny preset with the synthetic vision tower and a byte-level
 // tokenizer (whose three top ids are the image tokens the preset expects).
 func writeVisionModel(t *testing.T, dir string) string {
 	t.Helper()
-	e := mxtest.Go(t)
-	cfg, err := dg.Preset(dg.PresetTiny)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dg.WithSyntheticVision(cfg)
-	cfg.TextConfig.SlidingWindow = 64
-	w, err := dg.Synthesize(e, cfg, 1, dg.BitsNone)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok, err := tokenizer.NewSynthetic(cfg.TextConfig.VocabSize, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := dg.WriteCheckpoint(dir, cfg, w, tok); err != nil {
-		t.Fatal(err)
-	}
+	dgtest.Spec{Preset: dg.PresetTiny, Seed: 1, Bits: dg.BitsNone, Edit: dgtest.Vision}.Checkpoint(t, mxtest.Go(t), dir)
 	return dir
 }
 

@@ -10,7 +10,7 @@ import (
 
 	"github.com/dgtune/dgtune/internal/cli"
 	dg "github.com/dgtune/dgtune/model/diffusiongemma"
-	"github.com/dgtune/dgtune/tokenizer"
+	"github.com/dgtune/dgtune/model/diffusiongemma/dgtest"
 )
 
 func runMain(args ...string) (code int, stdout, stderr string) {
@@ -22,17 +22,7 @@ func runMain(args ...string) (code int, stdout, stderr string) {
 // writeModel writes a tiny bf16 checkpoint in the release layout.
 func writeModel(t *testing.T, dir string) string {
 	t.Helper()
-	cfg, err := dg.Preset(dg.PresetTiny)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok, err := tokenizer.NewSynthetic(cfg.TextConfig.VocabSize, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := dg.WriteSyntheticBF16Shards(dir, cfg, 1, true, tok); err != nil {
-		t.Fatal(err)
-	}
+	dgtest.Tiny(1, dg.BitsNone).Release(t, dir)
 	return dir
 }
 

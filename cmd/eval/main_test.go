@@ -16,6 +16,7 @@ import (
 	"github.com/dgtune/dgtune/internal/cli"
 	"github.com/dgtune/dgtune/lora"
 	dg "github.com/dgtune/dgtune/model/diffusiongemma"
+	"github.com/dgtune/dgtune/model/diffusiongemma/dgtest"
 	"github.com/dgtune/dgtune/mx"
 	"github.com/dgtune/dgtune/mx/mxtest"
 	"github.com/dgtune/dgtune/objective"
@@ -52,24 +53,7 @@ func fixture(t *testing.T) (model, dataDir, adapter string) {
 
 func writeModel(t *testing.T, e mx.Engine, dir string, mutate func(*dg.Config)) {
 	t.Helper()
-	cfg, err := dg.Preset(dg.PresetTiny)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if mutate != nil {
-		mutate(cfg)
-	}
-	w, err := dg.Synthesize(e, cfg, 2, dg.BitsNone)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tj, err := tokenizer.NewSynthetic(cfg.TextConfig.VocabSize, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := dg.WriteCheckpoint(dir, cfg, w, tj); err != nil {
-		t.Fatal(err)
-	}
+	dgtest.Spec{Preset: dg.PresetTiny, Seed: 2, Bits: dg.BitsNone, Edit: mutate}.Checkpoint(t, e, dir)
 }
 
 func writeJSONL(t *testing.T, path string, rows []struct{ prompt, completion string }) {

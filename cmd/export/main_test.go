@@ -16,9 +16,9 @@ import (
 	"github.com/dgtune/dgtune/internal/cli"
 	"github.com/dgtune/dgtune/lora"
 	dg "github.com/dgtune/dgtune/model/diffusiongemma"
+	"github.com/dgtune/dgtune/model/diffusiongemma/dgtest"
 	"github.com/dgtune/dgtune/mx"
 	"github.com/dgtune/dgtune/mx/mxtest"
-	"github.com/dgtune/dgtune/tokenizer"
 )
 
 // run executes the command in-process on the go engine.
@@ -33,25 +33,7 @@ func run(t *testing.T, args ...string) (code int, stdout, stderr string) {
 // byte-level synthetic tokenizer; mutate, if not nil, edits the config first.
 func writeModel(t *testing.T, e mx.Engine, dir, bits string, mutate func(*dg.Config)) *dg.Config {
 	t.Helper()
-	cfg, err := dg.Preset(dg.PresetTiny)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if mutate != nil {
-		mutate(cfg)
-	}
-	w, err := dg.Synthesize(e, cfg, 3, bits)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tj, err := tokenizer.NewSynthetic(cfg.TextConfig.VocabSize, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := dg.WriteCheckpoint(dir, cfg, w, tj); err != nil {
-		t.Fatal(err)
-	}
-	return cfg
+	return dgtest.Spec{Preset: dg.PresetTiny, Seed: 3, Bits: bits, Edit: mutate}.Checkpoint(t, e, dir)
 }
 
 func loadModel(t *testing.T, e mx.Engine, dir string) *dg.Model {

@@ -18,9 +18,9 @@ import (
 	"github.com/dgtune/dgtune/internal/cli"
 	"github.com/dgtune/dgtune/lora"
 	dg "github.com/dgtune/dgtune/model/diffusiongemma"
+	"github.com/dgtune/dgtune/model/diffusiongemma/dgtest"
 	"github.com/dgtune/dgtune/mx"
 	"github.com/dgtune/dgtune/mx/mxtest"
-	"github.com/dgtune/dgtune/tokenizer"
 	"github.com/dgtune/dgtune/train"
 )
 
@@ -238,25 +238,7 @@ func TestChatTwoTurns(t *testing.T) {
 // synthetic tokenizer.
 func writeModel(t *testing.T, dir string, mutate func(*dg.Config)) {
 	t.Helper()
-	e := mxtest.Go(t)
-	cfg, err := dg.Preset(dg.PresetTiny)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if mutate != nil {
-		mutate(cfg)
-	}
-	w, err := dg.Synthesize(e, cfg, 2, dg.BitsNone)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tj, err := tokenizer.NewSynthetic(cfg.TextConfig.VocabSize, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := dg.WriteCheckpoint(dir, cfg, w, tj); err != nil {
-		t.Fatal(err)
-	}
+	dgtest.Spec{Preset: dg.PresetTiny, Seed: 2, Bits: dg.BitsNone, Edit: mutate}.Checkpoint(t, mxtest.Go(t), dir)
 }
 
 // TestOtherBaseSameShapes: an adapter on a --model of its geometry that is not its

@@ -16,9 +16,9 @@ import (
 	"github.com/dgtune/dgtune/config"
 	"github.com/dgtune/dgtune/internal/cli"
 	dg "github.com/dgtune/dgtune/model/diffusiongemma"
+	"github.com/dgtune/dgtune/model/diffusiongemma/dgtest"
 	"github.com/dgtune/dgtune/mx"
 	"github.com/dgtune/dgtune/mx/mxtest"
-	"github.com/dgtune/dgtune/tokenizer"
 	"github.com/dgtune/dgtune/train"
 )
 
@@ -27,14 +27,7 @@ import (
 func writeTinyModel(t *testing.T, dir string, nan bool) string {
 	t.Helper()
 	e := mxtest.Go(t)
-	cfg, err := dg.Preset(dg.PresetTiny)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := dg.Synthesize(e, cfg, 1, dg.BitsNone)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg, w := dgtest.Tiny(1, dg.BitsNone).Weights(t, e)
 	if nan {
 		name := dg.DecoderPrefix + ".norm.weight"
 		v := w[name].Float32s()
@@ -43,13 +36,7 @@ func writeTinyModel(t *testing.T, dir string, nan bool) string {
 		}
 		w[name] = mx.FromFloat32(e, v, w[name].Shape()...)
 	}
-	tok, err := tokenizer.NewSynthetic(cfg.TextConfig.VocabSize, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := dg.WriteCheckpoint(dir, cfg, w, tok); err != nil {
-		t.Fatal(err)
-	}
+	dgtest.WriteCheckpoint(t, dir, cfg, w)
 	return dir
 }
 
@@ -313,24 +300,11 @@ func TestVerboseFlag(t *testing.T) {
 // last 16).
 func writeDeepTinyModel(t *testing.T, dir string, n int) string {
 	t.Helper()
-	e := mxtest.Go(t)
-	cfg, err := dg.Preset(dg.PresetTiny)
-	if err != nil {
-		t.Fatal(err)
+	deep := func(c *dg.Config) {
+		c.TextConfig.NumHiddenLayers = n
+		c.TextConfig.LayerTypes = dg.DefaultLayerTypes(n)
 	}
-	cfg.TextConfig.NumHiddenLayers = n
-	cfg.TextConfig.LayerTypes = dg.DefaultLayerTypes(n)
-	w, err := dg.Synthesize(e, cfg, 1, dg.BitsNone)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok, err := tokenizer.NewSynthetic(cfg.TextConfig.VocabSize, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := dg.WriteCheckpoint(dir, cfg, w, tok); err != nil {
-		t.Fatal(err)
-	}
+	dgtest.Spec{Preset: dg.PresetTiny, Seed: 1, Bits: dg.BitsNone, Edit: deep}.Checkpoint(t, mxtest.Go(t), dir)
 	return dir
 }
 

@@ -9,8 +9,8 @@ import (
 
 	"github.com/dgtune/dgtune/convert"
 	dg "github.com/dgtune/dgtune/model/diffusiongemma"
+	"github.com/dgtune/dgtune/model/diffusiongemma/dgtest"
 	"github.com/dgtune/dgtune/mx/mxtest"
-	"github.com/dgtune/dgtune/tokenizer"
 	"github.com/dgtune/dgtune/train"
 )
 
@@ -20,17 +20,7 @@ import (
 func TestQuantizeOnLoadEqualsConvert(t *testing.T) {
 	f := newFixture(t)
 	bf16 := filepath.Join(f.dir, "bf16")
-	cfg, err := dg.Preset(dg.PresetTiny)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok, err := tokenizer.NewSynthetic(cfg.TextConfig.VocabSize, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := dg.WriteSyntheticBF16Shards(bf16, cfg, 4, true, tok); err != nil {
-		t.Fatal(err)
-	}
+	dgtest.Tiny(4, dg.BitsNone).Release(t, bf16)
 	q4 := filepath.Join(f.dir, "q4")
 	if _, err := convert.Run(context.Background(), convert.Options{Model: bf16, Out: q4, Recipe: dg.QuantRecipe{Bits: "4", GroupSize: 64}, Engine: mxtest.Go(t)}); err != nil {
 		t.Fatal(err)

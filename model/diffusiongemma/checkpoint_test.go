@@ -8,6 +8,7 @@ import (
 
 	"github.com/dgtune/dgtune/lora"
 	dg "github.com/dgtune/dgtune/model/diffusiongemma"
+	"github.com/dgtune/dgtune/model/diffusiongemma/dgtest"
 	"github.com/dgtune/dgtune/mx"
 	"github.com/dgtune/dgtune/mx/mxtest"
 )
@@ -22,18 +23,7 @@ func adaptedModel(t *testing.T, e mx.Engine, preset, bits string, dropout float6
 // adaptedModelWith is adaptedModel with the adapter's whole configuration.
 func adaptedModelWith(t *testing.T, e mx.Engine, preset, bits string, lc lora.Config) (*dg.Model, *lora.Adapter) {
 	t.Helper()
-	cfg, err := dg.Preset(preset)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := dg.Synthesize(e, cfg, 1, bits)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := dg.Build(e, cfg, w, dg.LoadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := dgtest.Spec{Preset: preset, Seed: 1, Bits: bits}.Model(t, e)
 	a, err := lora.Attach(m, lc, 3)
 	if err != nil {
 		t.Fatal(err)

@@ -3,7 +3,7 @@
 // `probe mkmodel`, the table of tensors a checkpoint must hold, and the encoder/decoder forward
 // pass built on top of them.
 //
-// The configuration half (config.go, presets.go, tensors.go) is pure Go with no array library:
+// The configuration half (config*.go, presets.go, tensors.go) is pure Go with no array library:
 // everything in it can be checked from a config.json alone, which is how the real 26B-A4B
 // geometry is tested on machines that could never hold its weights.
 //

@@ -12,18 +12,30 @@ import (
 	"github.com/dgtune/dgtune/mx/mxtest"
 )
 
-// synthModel builds a preset with synthetic weights (Synthesize) and returns the model and
-// the tensor map it was built from; m.Config carries the quantization Synthesize chose.
-func synthModel(tb testing.TB, e mx.Engine, preset, bits string, seed uint64) (*Model, map[string]*mx.Array) {
+// synthWeights draws a preset's synthetic weights (Synthesize) after edit, if not nil, has
+// changed its config; the config carries the quantization Synthesize chose. It is
+// dgtest.Spec.Weights, which this package's internal tests cannot import.
+func synthWeights(tb testing.TB, e mx.Engine, preset, bits string, seed uint64, edit func(*Config)) (*Config, map[string]*mx.Array) {
 	tb.Helper()
 	cfg, err := Preset(preset)
 	if err != nil {
 		tb.Fatal(err)
 	}
+	if edit != nil {
+		edit(cfg)
+	}
 	w, err := Synthesize(e, cfg, seed, bits)
 	if err != nil {
 		tb.Fatal(err)
 	}
+	return cfg, w
+}
+
+// synthModel builds a preset with synthetic weights (synthWeights) and returns the model and
+// the tensor map it was built from; m.Config carries the quantization Synthesize chose.
+func synthModel(tb testing.TB, e mx.Engine, preset, bits string, seed uint64) (*Model, map[string]*mx.Array) {
+	tb.Helper()
+	cfg, w := synthWeights(tb, e, preset, bits, seed, nil)
 	m, err := Build(e, cfg, w, LoadOptions{})
 	if err != nil {
 		tb.Fatal(err)

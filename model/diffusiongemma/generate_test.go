@@ -14,21 +14,10 @@ import (
 // genPrompt is a chat-shaped prompt inside the tiny vocabulary (512).
 var genPrompt = []int32{2, 105, 7, 8, 9, 106, 107, 105, 10, 11, 12}
 
+// genModel is synthModel on the go engine with seed 1.
 func genModel(tb testing.TB, preset, bits string) *Model {
 	tb.Helper()
-	e := mxtest.Go(tb)
-	cfg, err := Preset(preset)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	w, err := Synthesize(e, cfg, 1, bits)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	m, err := Build(e, cfg, w, LoadOptions{})
-	if err != nil {
-		tb.Fatal(err)
-	}
+	m, _ := synthModel(tb, mxtest.Go(tb), preset, bits, 1)
 	return m
 }
 

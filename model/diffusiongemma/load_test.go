@@ -16,15 +16,7 @@ import (
 // quantization) and its tensor map.
 func tinyCheckpoint(t *testing.T, e mx.Engine, bits string) (*Config, map[string]*mx.Array) {
 	t.Helper()
-	cfg, err := Preset(PresetTiny)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := Synthesize(e, cfg, 31, bits)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cfg, w
+	return synthWeights(t, e, PresetTiny, bits, 31, nil)
 }
 
 // problemCount is the number of problems listed in a Build error (one per indented line).

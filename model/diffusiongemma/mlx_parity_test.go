@@ -10,6 +10,7 @@ import (
 
 	"github.com/dgtune/dgtune/lora"
 	dg "github.com/dgtune/dgtune/model/diffusiongemma"
+	"github.com/dgtune/dgtune/model/diffusiongemma/dgtest"
 	"github.com/dgtune/dgtune/mx"
 	"github.com/dgtune/dgtune/mx/mxtest"
 	"github.com/dgtune/dgtune/objective"
@@ -41,23 +42,8 @@ func twins(t *testing.T, bits string) (goM, mlxM *dg.Model) {
 		t.Fatal(err)
 	}
 	g := mxtest.GoFollowing(t, m)
-	cfg, err := dg.Preset(dg.PresetTiny)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := dg.Synthesize(g, cfg, 1, bits)
-	if err != nil {
-		t.Fatal(err)
-	}
-	goM, err = dg.Build(g, cfg, w, dg.LoadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mlxM, err = dg.Build(m, cfg, transfer(m, w), dg.LoadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return goM, mlxM
+	cfg, w := dgtest.Tiny(1, bits).Weights(t, g)
+	return dgtest.Build(t, g, cfg, w), dgtest.Build(t, m, cfg, transfer(m, w))
 }
 
 func scaleOf(v []float32) float64 {

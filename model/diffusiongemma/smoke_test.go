@@ -21,18 +21,8 @@ func TestSmokeForward(t *testing.T) {
 	prompt := mx.FromInt32(e, promptIDs, 1, len(promptIDs))
 	var dense []float32
 	for _, bits := range []string{BitsNone, Bits4, BitsMixed} {
-		cfg, err := Preset(PresetTiny)
-		if err != nil {
-			t.Fatal(err)
-		}
-		w, err := Synthesize(e, cfg, 1, bits)
-		if err != nil {
-			t.Fatal(err)
-		}
-		m, err := Build(e, cfg, w, LoadOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		m, _ := synthModel(t, e, PresetTiny, bits, 1)
+		cfg := m.Config
 		vocab, capv := cfg.TextConfig.VocabSize, float32(cfg.TextConfig.FinalLogitSoftcapping)
 		logits := m.Forward(prompt, mx.FromInt32(e, canvasIDs, 1, len(canvasIDs)))
 		if s := logits.Shape(); !slices.Equal(s, []int{1, len(canvasIDs), vocab}) || logits.DType() != mx.Float32 {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/dgtune/dgtune/lora"
 	dg "github.com/dgtune/dgtune/model/diffusiongemma"
+	"github.com/dgtune/dgtune/model/diffusiongemma/dgtest"
 	"github.com/dgtune/dgtune/mx"
 	"github.com/dgtune/dgtune/mx/mxtest"
 	"github.com/dgtune/dgtune/objective"
@@ -56,18 +57,7 @@ func newTrainStep(b testing.TB, preset, bits string, promptLen, canvasLen int) *
 }
 
 func newTrainStepE(b testing.TB, e mx.Engine, preset, bits string, promptLen, canvasLen int) *trainStep {
-	cfg, err := dg.Preset(preset)
-	if err != nil {
-		b.Fatal(err)
-	}
-	w, err := dg.Synthesize(e, cfg, 1, bits)
-	if err != nil {
-		b.Fatal(err)
-	}
-	m, err := dg.Build(e, cfg, w, dg.LoadOptions{})
-	if err != nil {
-		b.Fatal(err)
-	}
+	m := dgtest.Spec{Preset: preset, Seed: 1, Bits: bits}.Model(b, e)
 	return newTrainStepM(b, e, m, promptLen, canvasLen)
 }
 

@@ -3,13 +3,13 @@ package diffusiongemma
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/dgtune/dgtune/internal/atomicfile"
 	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
 
+	"github.com/dgtune/dgtune/internal/atomicfile"
 	"github.com/dgtune/dgtune/mx"
 )
 
@@ -70,13 +70,7 @@ func Synthesize(e mx.Engine, cfg *Config, seed uint64, policy string) (map[strin
 		cfg.Quantization = nil
 	}
 	out := map[string]*mx.Array{}
-	uniform := func(n int, lo, hi float64) []float32 {
-		v := make([]float32, n)
-		for i := range v {
-			v[i] = float32(lo + (hi-lo)*rng.Float64())
-		}
-		return v
-	}
+	uniform := func(n int, lo, hi float64) []float32 { return uniformFloats(rng, n, lo, hi) }
 	for _, ts := range ExpectedTensors(cfg) {
 		n := 1
 		for _, d := range ts.Shape {
@@ -119,6 +113,17 @@ func Synthesize(e mx.Engine, cfg *Config, seed uint64, policy string) (map[strin
 		cfg.TextConfig.Dtype = "bfloat16"
 	}
 	return out, nil
+}
+
+// uniformFloats draws n values uniform in [lo, hi) from rng, in order: the rule every
+// synthetic tensor's values come from (Synthesize, its vision tower, and the sharded
+// writers' unquantized tensors).
+func uniformFloats(rng *rand.Rand, n int, lo, hi float64) []float32 {
+	v := make([]float32, n)
+	for i := range v {
+		v[i] = float32(lo + (hi-lo)*rng.Float64())
+	}
+	return v
 }
 
 // WriteCheckpoint writes a complete checkpoint directory: config.json (nested layout),

@@ -188,11 +188,7 @@ func drawPlain(ts TensorSpec, seed, stream uint64) []byte {
 	if strings.HasSuffix(ts.Name, "per_expert_scale") {
 		lo, hi = 0.8, 1.2
 	}
-	rng := rand.New(rand.NewPCG(seed^0x5eedf00d, stream))
-	vals := make([]float32, n)
-	for i := range vals {
-		vals[i] = float32(lo + (hi-lo)*rng.Float64())
-	}
+	vals := uniformFloats(rand.New(rand.NewPCG(seed^0x5eedf00d, stream)), n, lo, hi)
 	out := make([]byte, 2*n)
 	for i, v := range vals {
 		binary.LittleEndian.PutUint16(out[2*i:], bf16(v))

@@ -45,13 +45,7 @@ func WithSyntheticVision(cfg *Config) {
 // as the real vision down_proj (input 4304) does.
 func synthesizeVision(e mx.Engine, cfg *Config, seed uint64, bitsFor func(string) int, group int, storage mx.DType, out map[string]*mx.Array) {
 	rng := rand.New(rand.NewPCG(seed, 0x7e5a))
-	uniform := func(n int, lo, hi float64) []float32 {
-		v := make([]float32, n)
-		for i := range v {
-			v[i] = float32(lo + (hi-lo)*rng.Float64())
-		}
-		return v
-	}
+	uniform := func(n int, lo, hi float64) []float32 { return uniformFloats(rng, n, lo, hi) }
 	for _, ts := range VisionTensors(cfg) {
 		n := 1
 		for _, d := range ts.Shape {

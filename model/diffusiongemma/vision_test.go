@@ -20,15 +20,7 @@ import (
 // synthVisionModel is synthModel for the tiny preset with the synthetic vision tower.
 func synthVisionModel(tb testing.TB, e mx.Engine, bits string, seed uint64) (*Model, map[string]*mx.Array) {
 	tb.Helper()
-	cfg, err := Preset(PresetTiny)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	WithSyntheticVision(cfg)
-	w, err := Synthesize(e, cfg, seed, bits)
-	if err != nil {
-		tb.Fatal(err)
-	}
+	cfg, w := synthWeights(tb, e, PresetTiny, bits, seed, WithSyntheticVision)
 	m, err := Build(e, cfg, w, LoadOptions{})
 	if err != nil {
 		tb.Fatal(err)
@@ -519,16 +511,7 @@ func TestEncodeWithImagesErrors(t *testing.T) {
 func TestBuildVisionErrors(t *testing.T) {
 	e := mxtest.Go(t)
 	fresh := func() (*Config, map[string]*mx.Array) {
-		cfg, err := Preset(PresetTiny)
-		if err != nil {
-			t.Fatal(err)
-		}
-		WithSyntheticVision(cfg)
-		w, err := Synthesize(e, cfg, 17, BitsNone)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return cfg, w
+		return synthWeights(t, e, PresetTiny, BitsNone, 17, WithSyntheticVision)
 	}
 	l1 := VisionLayerPrefix(1) + "."
 	for _, c := range []struct {
