@@ -22,6 +22,7 @@ import (
 	"github.com/dgtune/dgtune/mx"
 	"github.com/dgtune/dgtune/objective"
 	"github.com/dgtune/dgtune/optim"
+	"github.com/dgtune/dgtune/session"
 )
 
 // ErrInterrupted is returned when the context is cancelled (SIGINT/SIGTERM): the step in
@@ -69,7 +70,7 @@ type Result struct {
 
 // run is one training run's moving parts.
 type run struct {
-	s        *Session
+	s        *session.Session
 	cfg      config.Config
 	log      io.Writer
 	params   optim.Trainable
@@ -244,7 +245,7 @@ func prepare(cfg config.Config, opt Options, c *cluster) (*run, error) {
 			return nil, err
 		}
 	} else {
-		a, err := lora.Attach(s.Model, LoRAConfig(cfg), DeriveSeed(cfg.Seed, seedLoRAInit))
+		a, err := lora.Attach(s.Model, LoRAConfig(cfg), session.DeriveSeed(cfg.Seed, seedLoRAInit))
 		if err != nil {
 			return nil, err
 		}
@@ -263,7 +264,7 @@ func prepare(cfg config.Config, opt Options, c *cluster) (*run, error) {
 	}, cfg.LearningRate); err != nil {
 		return nil, err
 	}
-	if r.it, err = data.NewIterator(r.train, cfg.BatchSize, DeriveSeed(cfg.Seed, seedShuffle), cfg.Shuffle); err != nil {
+	if r.it, err = data.NewIterator(r.train, cfg.BatchSize, session.DeriveSeed(cfg.Seed, seedShuffle), cfg.Shuffle); err != nil {
 		return nil, err
 	}
 	r.total = cfg.Iters
@@ -319,8 +320,8 @@ func prepare(cfg config.Config, opt Options, c *cluster) (*run, error) {
 		return nil, err
 	}
 	if opt.Verbose {
-		fmt.Fprintf(log, "resolved config:\n%s", FormatConfig(cfg))
-	} else if changed := FormatChanged(cfg); changed != "" {
+		fmt.Fprintf(log, "resolved config:\n%s", config.Format(cfg))
+	} else if changed := config.FormatChanged(cfg); changed != "" {
 		fmt.Fprintf(log, "resolved config (settings that differ from the defaults; --verbose for all, %s has every one):\n%s", AdapterConfig, changed)
 	} else {
 		fmt.Fprintf(log, "resolved config: all defaults\n")
@@ -340,8 +341,8 @@ func prepare(cfg config.Config, opt Options, c *cluster) (*run, error) {
 // openChecked opens the session, reads the splits the run needs, tokenizes them and checks
 // them (see buildCheck). The splits come in the order train, valid (when it has examples),
 // test (with test: true). A refusal comes with the check that led to it.
-func openChecked(cfg config.Config, log io.Writer) (*Session, []checkedSplit, *DataCheck, error) {
-	s, err := Open(cfg)
+func openChecked(cfg config.Config, log io.Writer) (*session.Session, []checkedSplit, *DataCheck, error) {
+	s, err := session.Open(cfg)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -365,7 +366,7 @@ func openChecked(cfg config.Config, log io.Writer) (*Session, []checkedSplit, *D
 		if sp.split == nil || len(sp.split.Examples) == 0 || (sp.name == "test" && !cfg.Test) {
 			continue
 		}
-		cs, err := s.checkedPairs(sp.name, sp.split)
+		cs, err := checkedPairs(s, sp.name, sp.split)
 		if err != nil {
 			return nil, nil, nil, err
 		}
@@ -599,7 +600,7 @@ func (r *run) report(step int, lr float64, pace *meter) float64 {
 	rep := TrainReport{
 		Iteration: step, TrainLoss: mean, LearningRate: lr, ItersPerSecond: ips,
 		TokensPerSecond: float64(pace.tokens) / el, TrainedTokens: r.state.TrainedTokens,
-		PeakMemory: PeakRSS(), ETASeconds: float64(r.total-step) / ips,
+		PeakMemory: sysmem.PeakRSS(), ETASeconds: float64(r.total-step) / ips,
 	}
 	if m, ok := mx.Memory(r.s.Engine); ok {
 		rep.Engine = &EngineMemory{Active: m.Active, Peak: m.Peak, Cache: m.Cache}
@@ -645,7 +646,7 @@ func (r *run) exampleGrad(params map[string]*mx.Array, step, m int, mb microBatc
 		return r.compiledGrad(params, mb.examples[i], mb.corr[i], count)
 	}
 	if dropout {
-		adapter.SetTraining(mx.Key(e, DeriveSeed(r.cfg.Seed, seedDropout, uint64(step), uint64(m), uint64(mb.index[i]))))
+		adapter.SetTraining(mx.Key(e, session.DeriveSeed(r.cfg.Seed, seedDropout, uint64(step), uint64(m), uint64(mb.index[i]))))
 	}
 	loss, g, err := optim.ValueAndGrad(r.params, params, func() *mx.Array {
 		t := r.s.Objective.ExampleTerms(r.s.Model, mb.examples[i], mb.corr[i])
@@ -666,11 +667,11 @@ func (r *run) exampleGrad(params map[string]*mx.Array, step, m int, mb microBatc
 // encoder pairs (of this rank's examples) and its prompt + canvas tokens. With
 // self_conditioning_draw step one coin, keyed by (seed, step, m), decides for every example
 // of the micro-batch on every rank (NeMo AutoModel's per-(step, micro-batch) coin).
-func drawMicroBatch(s *Session, seed uint64, draw string, step, m int, batch []data.Pair, mine func(int) bool) (mb microBatch, canvas, pairs float64, tokens int64) {
+func drawMicroBatch(s *session.Session, seed uint64, draw string, step, m int, batch []data.Pair, mine func(int) bool) (mb microBatch, canvas, pairs float64, tokens int64) {
 	e := s.Engine
 	var coin *bool
 	if draw == config.DrawPerStep {
-		c := s.Objective.Coin(mx.Key(e, DeriveSeed(seed, seedTrainCoin, uint64(step), uint64(m))))
+		c := s.Objective.Coin(mx.Key(e, session.DeriveSeed(seed, seedTrainCoin, uint64(step), uint64(m))))
 		coin = &c
 	}
 	for b, p := range batch {
@@ -678,8 +679,8 @@ func drawMicroBatch(s *Session, seed uint64, draw string, step, m int, batch []d
 			continue
 		}
 		ex := objective.Example{Prompt: p.Prompt, Target: p.Target, Images: p.Images}
-		key := mx.Key(e, DeriveSeed(seed, seedTrainNoise, uint64(step), uint64(m), uint64(b)))
-		choice := mx.Key(e, DeriveSeed(seed, seedTrainChoice, uint64(step), uint64(m), uint64(b)))
+		key := mx.Key(e, session.DeriveSeed(seed, seedTrainNoise, uint64(step), uint64(m), uint64(b)))
+		choice := mx.Key(e, session.DeriveSeed(seed, seedTrainChoice, uint64(step), uint64(m), uint64(b)))
 		c := s.Objective.DrawExample(key, choice, p.Target, s.Model.Config.TextConfig.VocabSize)
 		if coin != nil {
 			c.SelfCond = *coin
@@ -890,22 +891,22 @@ func (r *run) validate(step int) (bool, error) {
 // for a long target, its block chosen) by keys derived from its index only, so the
 // number is comparable across steps and runs. It is single-pass: no self-conditioning
 // and no encoder loss, whatever the training objective adds.
-func ValidationLoss(s *Session, pairs []data.Pair, seed uint64) float64 {
+func ValidationLoss(s *session.Session, pairs []data.Pair, seed uint64) float64 {
 	sum, count := validationSums(s, pairs, seed, func(int) bool { return true })
 	return sum / max(count, 1)
 }
 
 // validationSums is ValidationLoss's Σ scale·terms and Σ scored positions over the
 // pairs i for which keep(i) holds.
-func validationSums(s *Session, pairs []data.Pair, seed uint64, keep func(i int) bool) (sum, count float64) {
+func validationSums(s *session.Session, pairs []data.Pair, seed uint64, keep func(i int) bool) (sum, count float64) {
 	vocab := s.Model.Config.TextConfig.VocabSize
 	obj := s.Objective.SinglePass()
 	for i, p := range pairs {
 		if !keep(i) {
 			continue
 		}
-		key := mx.Key(s.Engine, DeriveSeed(seed, seedValNoise, uint64(p.Index), uint64(i)))
-		choice := mx.Key(s.Engine, DeriveSeed(seed, seedValChoice, uint64(p.Index), uint64(i)))
+		key := mx.Key(s.Engine, session.DeriveSeed(seed, seedValNoise, uint64(p.Index), uint64(i)))
+		choice := mx.Key(s.Engine, session.DeriveSeed(seed, seedValChoice, uint64(p.Index), uint64(i)))
 		c := obj.DrawExample(key, choice, p.Target, vocab)
 		var t objective.Terms
 		mx.Tidy(s.Engine, func() []*mx.Array {

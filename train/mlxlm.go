@@ -18,6 +18,7 @@ import (
 	"github.com/dgtune/dgtune/data"
 	"github.com/dgtune/dgtune/lora"
 	"github.com/dgtune/dgtune/mx"
+	"github.com/dgtune/dgtune/session"
 )
 
 // seedTestNoise is the purpose of the test split's fixed corruptions, apart from the
@@ -104,7 +105,7 @@ type TestScore struct {
 // keyed by its index, as validation is — so the number is comparable across runs and
 // adapters. ppl = exp(loss), as mlx-lm prints it; for the denoising objective it is the
 // perplexity of the corrupted canvas positions, not of next-token prediction.
-func scoreTest(s *Session, cfg config.Config, log io.Writer) (*TestScore, error) {
+func scoreTest(s *session.Session, cfg config.Config, log io.Writer) (*TestScore, error) {
 	split := s.Dataset.Test
 	if split == nil {
 		return nil, fmt.Errorf("test: no test split in %s", cfg.Data)
@@ -119,7 +120,7 @@ func scoreTest(s *Session, cfg config.Config, log io.Writer) (*TestScore, error)
 	if cfg.TestBatches > 0 {
 		pairs = pairs[:min(len(pairs), cfg.TestBatches*cfg.BatchSize)]
 	}
-	loss := ValidationLoss(s, pairs, DeriveSeed(cfg.Seed, seedTestNoise))
+	loss := ValidationLoss(s, pairs, session.DeriveSeed(cfg.Seed, seedTestNoise))
 	if math.IsNaN(loss) || math.IsInf(loss, 0) {
 		return nil, fmt.Errorf("%w: test loss %v", ErrNonFinite, loss)
 	}
@@ -137,7 +138,7 @@ func evaluateOnly(cfg config.Config, opt Options) (*Result, error) {
 	if cfg.FineTuneType == "full" && cfg.AdapterPath != "" {
 		return nil, fmt.Errorf("train: false with fine_tune_type full: a full fine-tune is a complete checkpoint; set model to %s and adapter_path to \"\"", cfg.AdapterPath)
 	}
-	s, err := Open(cfg)
+	s, err := session.Open(cfg)
 	if err != nil {
 		return nil, err
 	}
