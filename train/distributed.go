@@ -15,6 +15,7 @@ import (
 	"github.com/dgtune/dgtune/config"
 	"github.com/dgtune/dgtune/internal/peers"
 	"github.com/dgtune/dgtune/mx"
+	"github.com/dgtune/dgtune/optim"
 )
 
 // cluster is this process's place in a data-parallel run: its rank, the MLX group that
@@ -42,8 +43,12 @@ type cluster struct {
 	lastSaved atomic.Int64 // step of the last complete checkpoint, -1 for none
 	done      chan struct{}
 
-	// Time spent in collectives (waiting for the slowest rank included), by the loop.
+	// Time spent in collectives (waiting for the slowest rank included), and the steps'
+	// times, for DistributedStats.
 	reduce time.Duration
+	timing stepTiming
+	// stopBy are the ranks that asked to stop (a signal), agreed in the last step's all_sum.
+	stopBy []int
 }
 
 // alone is the cluster of a process that runs by itself.
@@ -415,26 +420,59 @@ func (c *cluster) sumArrays(e mx.Engine, xs []*mx.Array, host []float64) ([]*mx.
 	return out[:len(out)-1], res, nil
 }
 
+// sumStep sums a step's gradients and its host numbers — the examples' loss shares and
+// tokens — over the ranks in one all_sum, together with whether each rank was asked to
+// stop (stop: ctx cancelled on this rank), which it records for interrupted and stoppedBy.
+func (c *cluster) sumStep(e mx.Engine, grads optim.Params, lossSum float64, tokens int64, stop bool) (optim.Params, float64, int64, error) {
+	names := sortedNames(grads)
+	host := make([]float64, 2+c.size)
+	host[0], host[1] = lossSum, float64(tokens)
+	if stop {
+		host[2+c.rank] = 1
+	}
+	summed, host, err := c.sumArrays(e, paramValues(grads, names), host)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	for i, n := range names {
+		grads[n] = summed[i]
+	}
+	c.stopBy = c.stopBy[:0]
+	for rank, f := range host[2:] {
+		if f > 0 {
+			c.stopBy = append(c.stopBy, rank)
+		}
+	}
+	return grads, host[0], int64(host[1]), nil
+}
+
 // interrupted reports whether the run stops after this step because of a signal: alone,
 // when this process got one; distributed, when any rank had got one by the time of the
 // step's all_sum, so every rank stops after the same step.
-func (r *run) interrupted(ctx context.Context) bool {
-	if r.c.size == 1 {
+func (c *cluster) interrupted(ctx context.Context) bool {
+	if c.size == 1 {
 		return ctx.Err() != nil
 	}
-	return len(r.stopBy) > 0
+	return len(c.stopBy) > 0
 }
 
 // stoppedBy names the ranks whose signal stopped a distributed run.
-func (r *run) stoppedBy() string {
-	if r.c.size == 1 || len(r.stopBy) == 0 {
+func (c *cluster) stoppedBy() string {
+	if c.size == 1 || len(c.stopBy) == 0 {
 		return ""
 	}
-	names := make([]string, len(r.stopBy))
-	for i, k := range r.stopBy {
+	names := make([]string, len(c.stopBy))
+	for i, k := range c.stopBy {
 		names[i] = strconv.Itoa(k)
 	}
 	return " (signal on rank " + strings.Join(names, ", ") + ")"
+}
+
+// timeStep starts timing a step; calling the function it returns adds the step's wall
+// time and its time in collectives to the run's timing.
+func (c *cluster) timeStep() func() {
+	began, reduced := time.Now(), c.reduce
+	return func() { c.timing.add(time.Since(began), c.reduce-reduced) }
 }
 
 // DistributedStats describe a distributed run's steps on this rank.
@@ -466,20 +504,21 @@ func (t *stepTiming) add(step, reduce time.Duration) {
 	t.reduce += reduce
 }
 
-func (r *run) distributedStats() *DistributedStats {
-	if r.c.size == 1 {
+// stats are the run's DistributedStats (nil alone), also written to log.
+func (c *cluster) stats(log io.Writer) *DistributedStats {
+	if c.size == 1 {
 		return nil
 	}
-	t := r.timing
+	t := c.timing
 	n, step, reduce := t.n, t.step, t.reduce
 	if n == 0 { // a single step: report it, warm-up and all
 		n, step, reduce = 1, t.first, t.firstAR
 	}
 	d := &DistributedStats{
-		WorldSize: r.c.size, Backend: r.c.backend, Steps: n,
+		WorldSize: c.size, Backend: c.backend, Steps: n,
 		StepSeconds: step.Seconds() / float64(n), AllReduceSeconds: reduce.Seconds() / float64(n),
 	}
-	fmt.Fprintf(r.log, "distributed: %d ranks (%s): %.3f s per step, %.3f s of it in all_sum (%.1f%%, waiting for the slowest rank included), mean of %d steps\n",
+	fmt.Fprintf(log, "distributed: %d ranks (%s): %.3f s per step, %.3f s of it in all_sum (%.1f%%, waiting for the slowest rank included), mean of %d steps\n",
 		d.WorldSize, d.Backend, d.StepSeconds, d.AllReduceSeconds, 100*d.AllReduceSeconds/max(d.StepSeconds, 1e-12), d.Steps)
 	return d
 }

@@ -1,13 +1,7 @@
 package train
 
-import (
-	"path/filepath"
-
-	"github.com/dgtune/dgtune/config"
-	"github.com/dgtune/dgtune/lora"
-)
-
-// Purposes of derived seeds: every random stream of a run has its own.
+// Purposes of derived seeds: every random stream of a run derives its keys from the run's
+// seed with session.DeriveSeed(seed, purpose, ...), each with a purpose of its own.
 const (
 	seedLoRAInit uint64 = iota + 1
 	seedShuffle
@@ -19,18 +13,6 @@ const (
 	seedTrainCoin // self_conditioning_draw step: one coin per (step, micro-batch)
 )
 
-// writeAdapterConfig writes adapter_config.json with package lora's writer: mlx-lm/optiq's
-// fields plus the whole resolved training config under "training".
-//
-// base_model is the model's absolute path, so that eval and export find it from any
-// working directory.
-func writeAdapterConfig(c config.Config) error {
-	base := c.Model
-	if abs, err := filepath.Abs(base); err == nil {
-		base = abs
-	}
-	ac := lora.NewAdapterConfig(LoRAConfig(c), base)
-	ac.FineTuneType = c.FineTuneType
-	ac.Extra = map[string]any{"training": config.Nested(c)}
-	return lora.WriteConfig(c.AdapterPath, ac)
-}
+// seedTestNoise is the purpose of the test split's fixed corruptions (test: true, train:
+// false), apart from the training purposes.
+const seedTestNoise uint64 = 1001
