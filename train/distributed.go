@@ -16,6 +16,7 @@ import (
 	"github.com/dgtune/dgtune/internal/peers"
 	"github.com/dgtune/dgtune/mx"
 	"github.com/dgtune/dgtune/optim"
+	"github.com/dgtune/dgtune/train/launch"
 )
 
 // cluster is this process's place in a data-parallel run: its rank, the MLX group that
@@ -74,11 +75,11 @@ func alone(cfg config.Config, opt Options) *cluster {
 // an error that says which ranks it was waiting for.
 func joinCluster(cfg config.Config, opt Options) (*cluster, error) {
 	c := alone(cfg, opt)
-	l, err := detectLaunch(cfg.Distributed, os.Getenv)
+	w, err := launch.Detect(cfg.Distributed, os.Getenv)
 	if err != nil {
 		return nil, err
 	}
-	if l.backend == "" {
+	if w.Backend == "" {
 		return c, nil
 	}
 	e, err := mx.Open(cfg.Backend)
@@ -86,12 +87,12 @@ func joinCluster(cfg config.Config, opt Options) (*cluster, error) {
 		return nil, err
 	}
 	if !mx.HasDistributed(e) {
-		if l.size == 0 {
+		if w.Size == 0 {
 			return c, nil // distributed: any, and nothing describes a group
 		}
-		return nil, fmt.Errorf("distributed training (%d ranks, from %s) needs the mlx engine, and this run's engine is %s: build with -tags mlx (see README) and use backend mlx or auto", l.size, l.source, e.Name())
+		return nil, fmt.Errorf("distributed training (%d ranks, from %s) needs the mlx engine, and this run's engine is %s: build with -tags mlx (see README) and use backend mlx or auto", w.Size, w.Source, e.Name())
 	}
-	c.backend, c.source, c.addrs, c.rank, c.size = l.backend, l.source, l.addrs, l.rank, l.size
+	c.backend, c.source, c.addrs, c.rank, c.size = w.Backend, w.Source, w.Addrs, w.Rank, w.Size
 	c.timeout = time.Duration(cfg.DistributedTimeout) * time.Second
 	formed := make(chan struct{})
 	go func() {
@@ -101,20 +102,20 @@ func joinCluster(cfg config.Config, opt Options) (*cluster, error) {
 			c.fatal(c.formationError())
 		}
 	}()
-	g, err := mx.JoinGroup(e, l.backend, l.backend != "any")
+	g, err := mx.JoinGroup(e, w.Backend, w.Backend != "any")
 	close(formed)
 	if err != nil {
 		hint := ""
-		if l.backend == "mpi" {
+		if w.Backend == "mpi" {
 			hint = " (MLX loads Open MPI's libmpi.so, libmpi.dylib on macOS; set MLX_MPI_LIBNAME to its file name if it has another, e.g. libmpi.so.40)"
 		}
-		return nil, fmt.Errorf("distributed: %s: %w%s", l.source, err, hint)
+		return nil, fmt.Errorf("distributed: %s: %w%s", w.Source, err, hint)
 	}
 	switch {
-	case l.size > 0 && g.Size() != l.size:
-		return nil, fmt.Errorf("distributed: %s describes %d ranks, but MLX's %s backend formed a group of %d (for MPI: is libmpi where MLX looks for it, or MLX_MPI_LIBNAME set?)", l.source, l.size, l.backend, g.Size())
-	case l.size > 0 && g.Rank() != l.rank:
-		return nil, fmt.Errorf("distributed: %s says rank %d, MLX says %d", l.source, l.rank, g.Rank())
+	case w.Size > 0 && g.Size() != w.Size:
+		return nil, fmt.Errorf("distributed: %s describes %d ranks, but MLX's %s backend formed a group of %d (for MPI: is libmpi where MLX looks for it, or MLX_MPI_LIBNAME set?)", w.Source, w.Size, w.Backend, g.Size())
+	case w.Size > 0 && g.Rank() != w.Rank:
+		return nil, fmt.Errorf("distributed: %s says rank %d, MLX says %d", w.Source, w.Rank, g.Rank())
 	case g.Size() == 1:
 		return c, nil // distributed: any (or mpi) and a group of one
 	}
@@ -149,7 +150,7 @@ func (c *cluster) formationError() error {
 func (c *cluster) startWatch() error {
 	hosts := make([]string, c.size)
 	for i, a := range c.addrs {
-		hosts[i] = hostOf(a)
+		hosts[i] = launch.HostOf(a)
 	}
 	ln, err := peers.Listen(hosts[c.rank])
 	if err != nil {
