@@ -13,6 +13,7 @@ import (
 	"github.com/dgtune/dgtune/config"
 	"github.com/dgtune/dgtune/evaluate"
 	"github.com/dgtune/dgtune/lora"
+	"github.com/dgtune/dgtune/session"
 	"github.com/dgtune/dgtune/train"
 )
 
@@ -39,7 +40,7 @@ func TestDemoAdapterBeatsBase(t *testing.T) {
 	if _, err := train.Run(context.Background(), cfg, train.Options{Log: io.Discard}); err != nil {
 		t.Fatal(err)
 	}
-	s, err := train.Open(cfg)
+	s, err := session.Open(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,7 @@ import (
 	dg "github.com/dgtune/dgtune/model/diffusiongemma"
 	"github.com/dgtune/dgtune/mx"
 	"github.com/dgtune/dgtune/objective"
-	"github.com/dgtune/dgtune/train"
+	"github.com/dgtune/dgtune/session"
 )
 
 // Seed purposes for evaluation draws (distinct from training's).
@@ -75,7 +75,7 @@ type Evaluator struct {
 	Terminal bool
 	// Context, when set, stops Run between examples once it is done (SIGINT), with its error.
 	Context context.Context
-	Session *train.Session
+	Session *session.Session
 	Config  config.Config
 	Cases   []Case
 	Log     io.Writer
@@ -86,7 +86,7 @@ type Evaluator struct {
 }
 
 // Cases tokenizes a split into evaluation cases (at most max when max > 0).
-func Cases(s *train.Session, split *data.Split, max int) ([]Case, error) {
+func Cases(s *session.Session, split *data.Split, max int) ([]Case, error) {
 	pairs, err := s.Pairs(split)
 	if err != nil {
 		return nil, err
@@ -143,7 +143,7 @@ func (ev *Evaluator) Run(label string, generate bool) (*Metrics, error) {
 			if err := ev.stopped(); err != nil {
 				return nil, fmt.Errorf("%s: %w", label, err)
 			}
-			key := mx.Key(e, train.DeriveSeed(ev.Config.Seed, seedNoise, uint64(li), uint64(c.Index), uint64(i)))
+			key := mx.Key(e, session.DeriveSeed(ev.Config.Seed, seedNoise, uint64(li), uint64(c.Index), uint64(i)))
 			corr := objective.CorruptAt(key, c.Target, t, vocab)
 			if ev.OnCorruption != nil {
 				ev.OnCorruption(label, t, c, corr)
@@ -288,7 +288,7 @@ func (ev *Evaluator) GenerateOptions(c Case, i int) dg.GenerateOptions {
 	opt.Sampler = cfg.Eval.Sampler
 	opt.Temperature = cfg.Eval.Temperature
 	opt.NoSelfConditioning = !cfg.Eval.SelfCond
-	opt.Seed = train.DeriveSeed(cfg.Seed, seedSampler, uint64(c.Index), uint64(i))
+	opt.Seed = session.DeriveSeed(cfg.Seed, seedSampler, uint64(c.Index), uint64(i))
 	for _, name := range []string{"<eos>", "<turn|>"} {
 		if id, ok := ev.Session.Tokenizer.TokenID(name); ok {
 			opt.EOS = appendUnique(opt.EOS, int(id))

@@ -19,11 +19,11 @@ import (
 	"github.com/dgtune/dgtune/mx"
 	"github.com/dgtune/dgtune/mx/mxtest"
 	"github.com/dgtune/dgtune/objective"
-	"github.com/dgtune/dgtune/train"
+	"github.com/dgtune/dgtune/session"
 )
 
-// session builds a tiny random model with a byte-level synthetic tokenizer, in memory.
-func session(t *testing.T) *train.Session {
+// tinySession builds a tiny random model with a byte-level synthetic tokenizer, in memory.
+func tinySession(t *testing.T) *session.Session {
 	t.Helper()
 	e := mxtest.Go(t)
 	m := dgtest.Tiny(1, dg.BitsNone).Model(t, e)
@@ -31,7 +31,7 @@ func session(t *testing.T) *train.Session {
 	cfg := config.Defaults()
 	cfg.MaxCanvas = 8
 	cfg.Eval.Steps = 4
-	return &train.Session{Config: cfg, Engine: e, Model: m, Tokenizer: tok}
+	return &session.Session{Config: cfg, Engine: e, Model: m, Tokenizer: tok}
 }
 
 // cases are two hand-made examples; their Index values are not their positions, so a
@@ -71,7 +71,7 @@ func mountRandom(t *testing.T, m *dg.Model, amp float64) *lora.Adapter {
 
 // TestPairedCorruptions: the adapter run scores exactly the canvases the base run scored.
 func TestPairedCorruptions(t *testing.T) {
-	s := session(t)
+	s := tinySession(t)
 	seen := map[string]map[string]objective.Corruption{} // label → "t/index" → corruption
 	ev := &Evaluator{Session: s, Config: s.Config, Cases: cases(),
 		OnCorruption: func(label string, level float64, c Case, corr objective.Corruption) {
@@ -128,7 +128,7 @@ func TestPairedCorruptions(t *testing.T) {
 // TestPairedSamplerSeeds: with temperature sampling, base and an adapter that adds nothing
 // must generate the same texts — only possible when both runs use the same sampler seeds.
 func TestPairedSamplerSeeds(t *testing.T) {
-	s := session(t)
+	s := tinySession(t)
 	s.Config.Eval.Temperature = 1
 	ev := &Evaluator{Session: s, Config: s.Config, Cases: cases()}
 	base, err := ev.Run("base", true)

@@ -15,7 +15,7 @@ import (
 	"github.com/dgtune/dgtune/mx"
 	"github.com/dgtune/dgtune/mx/mxtest"
 	"github.com/dgtune/dgtune/objective"
-	"github.com/dgtune/dgtune/train"
+	"github.com/dgtune/dgtune/session"
 )
 
 // Eval runs on image rows: the images reach the encoder (scores change with the picture)
@@ -47,7 +47,7 @@ func TestEvalImageRows(t *testing.T) {
 
 	c := config.Defaults()
 	c.Model, c.Data, c.MaxCanvas, c.Eval.NoiseLevels = model, data, 8, []float64{1}
-	s, err := train.Open(c)
+	s, err := session.Open(c)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,7 @@ import (
 // eval.two_pass scores the same corruptions on the second pass of the two-pass step:
 // Σ over corrupted positions of the CE of SelfConditioned's logits, over their count.
 func TestTwoPassLoss(t *testing.T) {
-	s := session(t)
+	s := tinySession(t)
 	cfg := s.Config
 	cfg.Eval.TwoPass = true
 	cfg.Eval.NoiseLevels = []float64{0.5}
@@ -77,7 +77,7 @@ func ce(row []float32, target int32) float64 {
 
 // eval.self_conditioning false turns the sampler's self-conditioning off.
 func TestGenerateOptionsSelfConditioning(t *testing.T) {
-	s := session(t)
+	s := tinySession(t)
 	for _, on := range []bool{true, false} {
 		cfg := s.Config
 		cfg.Eval.SelfCond = on

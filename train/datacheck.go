@@ -18,6 +18,7 @@ import (
 	"github.com/dgtune/dgtune/internal/sysmem"
 	dg "github.com/dgtune/dgtune/model/diffusiongemma"
 	"github.com/dgtune/dgtune/objective"
+	"github.com/dgtune/dgtune/session"
 )
 
 // The data check runs before the first step (and is all that train --dry-run does): token
@@ -108,7 +109,7 @@ type checkedSplit struct {
 // under: a canvas as long as the model's positions, and (eos_fill makes every canvas
 // max_canvas long) a canvas whose step alone needs more than memoryRefuse times this
 // machine's memory. Tokenizing under such a max_canvas would allocate it for every row.
-func checkCapacity(s *Session, mem sysmem.Memory) error {
+func checkCapacity(s *session.Session, mem sysmem.Memory) error {
 	cfg, mc := s.Config, s.Model.Config
 	if mpe := mc.TextConfig.MaxPositionEmbeddings; mpe > 0 && cfg.MaxCanvas >= mpe {
 		return fmt.Errorf("max_canvas %d: the model holds %d positions (max_position_embeddings in %s), prompt and canvas together; lower max_canvas",
@@ -125,16 +126,12 @@ func checkCapacity(s *Session, mem sysmem.Memory) error {
 		cfg.MaxCanvas, cfg.MaxCanvas, dg.FormatBytes(est.Total), dg.FormatBytes(mem.Bytes), mem.Source)
 }
 
-// checkedPairs tokenizes split as Pairs does, recording each row's lengths.
-func (s *Session) checkedPairs(name string, split *data.Split) (checkedSplit, error) {
+// checkedPairs tokenizes split as Session.Pairs does, recording each row's lengths.
+func checkedPairs(s *session.Session, name string, split *data.Split) (checkedSplit, error) {
 	raw := map[int][2]int{}
-	enc, err := newEncoder(s.Config, s.Tokenizer, s.Model.Config, func(index, prompt, completion int) {
+	pairs, err := s.MeasuredPairs(split, func(index, prompt, completion int) {
 		raw[index] = [2]int{prompt, completion}
 	})
-	if err != nil {
-		return checkedSplit{}, err
-	}
-	pairs, err := s.pairsWith(split, enc)
 	if err != nil {
 		return checkedSplit{}, err
 	}
@@ -197,7 +194,7 @@ func gcPercent() int {
 // returns the check, and an error when train must not start: a row needs more positions
 // than the model has, or the largest step more than memoryRefuse times the machine's
 // memory (go engine).
-func buildCheck(s *Session, splits []checkedSplit, mem sysmem.Memory) (*DataCheck, error) {
+func buildCheck(s *session.Session, splits []checkedSplit, mem sysmem.Memory) (*DataCheck, error) {
 	cfg, mc := s.Config, s.Model.Config
 	mpe := mc.TextConfig.MaxPositionEmbeddings
 	dc := &DataCheck{MaxPositions: mpe, MaxPrompt: cfg.MaxPrompt, MaxCanvas: cfg.MaxCanvas}
@@ -245,7 +242,7 @@ func buildCheck(s *Session, splits []checkedSplit, mem sysmem.Memory) (*DataChec
 // encoder and canvas lengths: the estimate grows with both) and its median example's, warns
 // when one example dominates or the largest exceeds the machine's memory, and refuses
 // beyond memoryRefuse times it on the go engine.
-func (dc *DataCheck) checkMemory(s *Session, splits []checkedSplit, mem sysmem.Memory) error {
+func (dc *DataCheck) checkMemory(s *session.Session, splits []checkedSplit, mem sysmem.Memory) error {
 	cfg := s.Config
 	if cfg.FineTuneType == "full" {
 		dc.MemoryNote = "no memory estimate for fine_tune_type full (probe estimate models LoRA steps)"

@@ -12,6 +12,7 @@ import (
 	"github.com/dgtune/dgtune/lossplot"
 	dg "github.com/dgtune/dgtune/model/diffusiongemma"
 	"github.com/dgtune/dgtune/objective"
+	"github.com/dgtune/dgtune/session"
 )
 
 func TestLengthStats(t *testing.T) {
@@ -61,14 +62,14 @@ func TestMemoryAgainstMachine(t *testing.T) {
 	model := writeTinyModel(t, filepath.Join(dir, "model"), dg.BitsNone, nil)
 	writeFile(t, filepath.Join(dir, "data", "train.jsonl"), fiveExamples...)
 	cfg := tinyConfig(model, filepath.Join(dir, "data"), filepath.Join(dir, "out"))
-	s, err := Open(cfg)
+	s, err := session.Open(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := s.LoadData(); err != nil {
 		t.Fatal(err)
 	}
-	cs, err := s.checkedPairs("train", s.Dataset.Train)
+	cs, err := checkedPairs(s, "train", s.Dataset.Train)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,8 @@ import (
 	"github.com/dgtune/dgtune/config"
 	"github.com/dgtune/dgtune/internal/peers"
 	"github.com/dgtune/dgtune/mx"
+	"github.com/dgtune/dgtune/optim"
+	"github.com/dgtune/dgtune/train/launch"
 )
 
 // cluster is this process's place in a data-parallel run: its rank, the MLX group that
@@ -42,8 +44,12 @@ type cluster struct {
 	lastSaved atomic.Int64 // step of the last complete checkpoint, -1 for none
 	done      chan struct{}
 
-	// Time spent in collectives (waiting for the slowest rank included), by the loop.
+	// Time spent in collectives (waiting for the slowest rank included), and the steps'
+	// times, for DistributedStats.
 	reduce time.Duration
+	timing stepTiming
+	// stopBy are the ranks that asked to stop (a signal), agreed in the last step's all_sum.
+	stopBy []int
 }
 
 // alone is the cluster of a process that runs by itself.
@@ -69,11 +75,11 @@ func alone(cfg config.Config, opt Options) *cluster {
 // an error that says which ranks it was waiting for.
 func joinCluster(cfg config.Config, opt Options) (*cluster, error) {
 	c := alone(cfg, opt)
-	l, err := detectLaunch(cfg.Distributed, os.Getenv)
+	w, err := launch.Detect(cfg.Distributed, os.Getenv)
 	if err != nil {
 		return nil, err
 	}
-	if l.backend == "" {
+	if w.Backend == "" {
 		return c, nil
 	}
 	e, err := mx.Open(cfg.Backend)
@@ -81,12 +87,12 @@ func joinCluster(cfg config.Config, opt Options) (*cluster, error) {
 		return nil, err
 	}
 	if !mx.HasDistributed(e) {
-		if l.size == 0 {
+		if w.Size == 0 {
 			return c, nil // distributed: any, and nothing describes a group
 		}
-		return nil, fmt.Errorf("distributed training (%d ranks, from %s) needs the mlx engine, and this run's engine is %s: build with -tags mlx (see README) and use backend mlx or auto", l.size, l.source, e.Name())
+		return nil, fmt.Errorf("distributed training (%d ranks, from %s) needs the mlx engine, and this run's engine is %s: build with -tags mlx (see README) and use backend mlx or auto", w.Size, w.Source, e.Name())
 	}
-	c.backend, c.source, c.addrs, c.rank, c.size = l.backend, l.source, l.addrs, l.rank, l.size
+	c.backend, c.source, c.addrs, c.rank, c.size = w.Backend, w.Source, w.Addrs, w.Rank, w.Size
 	c.timeout = time.Duration(cfg.DistributedTimeout) * time.Second
 	formed := make(chan struct{})
 	go func() {
@@ -96,20 +102,20 @@ func joinCluster(cfg config.Config, opt Options) (*cluster, error) {
 			c.fatal(c.formationError())
 		}
 	}()
-	g, err := mx.JoinGroup(e, l.backend, l.backend != "any")
+	g, err := mx.JoinGroup(e, w.Backend, w.Backend != "any")
 	close(formed)
 	if err != nil {
 		hint := ""
-		if l.backend == "mpi" {
+		if w.Backend == "mpi" {
 			hint = " (MLX loads Open MPI's libmpi.so, libmpi.dylib on macOS; set MLX_MPI_LIBNAME to its file name if it has another, e.g. libmpi.so.40)"
 		}
-		return nil, fmt.Errorf("distributed: %s: %w%s", l.source, err, hint)
+		return nil, fmt.Errorf("distributed: %s: %w%s", w.Source, err, hint)
 	}
 	switch {
-	case l.size > 0 && g.Size() != l.size:
-		return nil, fmt.Errorf("distributed: %s describes %d ranks, but MLX's %s backend formed a group of %d (for MPI: is libmpi where MLX looks for it, or MLX_MPI_LIBNAME set?)", l.source, l.size, l.backend, g.Size())
-	case l.size > 0 && g.Rank() != l.rank:
-		return nil, fmt.Errorf("distributed: %s says rank %d, MLX says %d", l.source, l.rank, g.Rank())
+	case w.Size > 0 && g.Size() != w.Size:
+		return nil, fmt.Errorf("distributed: %s describes %d ranks, but MLX's %s backend formed a group of %d (for MPI: is libmpi where MLX looks for it, or MLX_MPI_LIBNAME set?)", w.Source, w.Size, w.Backend, g.Size())
+	case w.Size > 0 && g.Rank() != w.Rank:
+		return nil, fmt.Errorf("distributed: %s says rank %d, MLX says %d", w.Source, w.Rank, g.Rank())
 	case g.Size() == 1:
 		return c, nil // distributed: any (or mpi) and a group of one
 	}
@@ -144,7 +150,7 @@ func (c *cluster) formationError() error {
 func (c *cluster) startWatch() error {
 	hosts := make([]string, c.size)
 	for i, a := range c.addrs {
-		hosts[i] = hostOf(a)
+		hosts[i] = launch.HostOf(a)
 	}
 	ln, err := peers.Listen(hosts[c.rank])
 	if err != nil {
@@ -415,26 +421,59 @@ func (c *cluster) sumArrays(e mx.Engine, xs []*mx.Array, host []float64) ([]*mx.
 	return out[:len(out)-1], res, nil
 }
 
+// sumStep sums a step's gradients and its host numbers — the examples' loss shares and
+// tokens — over the ranks in one all_sum, together with whether each rank was asked to
+// stop (stop: ctx cancelled on this rank), which it records for interrupted and stoppedBy.
+func (c *cluster) sumStep(e mx.Engine, grads optim.Params, lossSum float64, tokens int64, stop bool) (optim.Params, float64, int64, error) {
+	names := sortedNames(grads)
+	host := make([]float64, 2+c.size)
+	host[0], host[1] = lossSum, float64(tokens)
+	if stop {
+		host[2+c.rank] = 1
+	}
+	summed, host, err := c.sumArrays(e, paramValues(grads, names), host)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	for i, n := range names {
+		grads[n] = summed[i]
+	}
+	c.stopBy = c.stopBy[:0]
+	for rank, f := range host[2:] {
+		if f > 0 {
+			c.stopBy = append(c.stopBy, rank)
+		}
+	}
+	return grads, host[0], int64(host[1]), nil
+}
+
 // interrupted reports whether the run stops after this step because of a signal: alone,
 // when this process got one; distributed, when any rank had got one by the time of the
 // step's all_sum, so every rank stops after the same step.
-func (r *run) interrupted(ctx context.Context) bool {
-	if r.c.size == 1 {
+func (c *cluster) interrupted(ctx context.Context) bool {
+	if c.size == 1 {
 		return ctx.Err() != nil
 	}
-	return len(r.stopBy) > 0
+	return len(c.stopBy) > 0
 }
 
 // stoppedBy names the ranks whose signal stopped a distributed run.
-func (r *run) stoppedBy() string {
-	if r.c.size == 1 || len(r.stopBy) == 0 {
+func (c *cluster) stoppedBy() string {
+	if c.size == 1 || len(c.stopBy) == 0 {
 		return ""
 	}
-	names := make([]string, len(r.stopBy))
-	for i, k := range r.stopBy {
+	names := make([]string, len(c.stopBy))
+	for i, k := range c.stopBy {
 		names[i] = strconv.Itoa(k)
 	}
 	return " (signal on rank " + strings.Join(names, ", ") + ")"
+}
+
+// timeStep starts timing a step; calling the function it returns adds the step's wall
+// time and its time in collectives to the run's timing.
+func (c *cluster) timeStep() func() {
+	began, reduced := time.Now(), c.reduce
+	return func() { c.timing.add(time.Since(began), c.reduce-reduced) }
 }
 
 // DistributedStats describe a distributed run's steps on this rank.
@@ -466,20 +505,21 @@ func (t *stepTiming) add(step, reduce time.Duration) {
 	t.reduce += reduce
 }
 
-func (r *run) distributedStats() *DistributedStats {
-	if r.c.size == 1 {
+// stats are the run's DistributedStats (nil alone), also written to log.
+func (c *cluster) stats(log io.Writer) *DistributedStats {
+	if c.size == 1 {
 		return nil
 	}
-	t := r.timing
+	t := c.timing
 	n, step, reduce := t.n, t.step, t.reduce
 	if n == 0 { // a single step: report it, warm-up and all
 		n, step, reduce = 1, t.first, t.firstAR
 	}
 	d := &DistributedStats{
-		WorldSize: r.c.size, Backend: r.c.backend, Steps: n,
+		WorldSize: c.size, Backend: c.backend, Steps: n,
 		StepSeconds: step.Seconds() / float64(n), AllReduceSeconds: reduce.Seconds() / float64(n),
 	}
-	fmt.Fprintf(r.log, "distributed: %d ranks (%s): %.3f s per step, %.3f s of it in all_sum (%.1f%%, waiting for the slowest rank included), mean of %d steps\n",
+	fmt.Fprintf(log, "distributed: %d ranks (%s): %.3f s per step, %.3f s of it in all_sum (%.1f%%, waiting for the slowest rank included), mean of %d steps\n",
 		d.WorldSize, d.Backend, d.StepSeconds, d.AllReduceSeconds, 100*d.AllReduceSeconds/max(d.StepSeconds, 1e-12), d.Steps)
 	return d
 }

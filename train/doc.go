@@ -1,7 +1,8 @@
 // Package train runs LoRA (or full) fine-tuning of DiffusionGemma with the denoising
-// objective: it loads the base checkpoint, tokenizer and data, attaches adapters, and
-// loops evaluate → step → report → save, with exact resume from the training state
-// it writes under adapter_path.
+// objective: it loads the base checkpoint, tokenizer and data (package session), attaches
+// adapters, evaluates the initial adapter and loops step → report → evaluate → save, with
+// exact resume from the training state it writes under adapter_path. run.go is the place
+// to start reading; each stage has its file (prepare, step, validate, save, state).
 //
 // Randomness is stateless: the noise of step s, example b comes from a key derived
 // from (seed, s, b), and validation corruption from (seed, example index). Resuming at

@@ -17,6 +17,7 @@ import (
 	"github.com/dgtune/dgtune/mx"
 	"github.com/dgtune/dgtune/mx/mxtest"
 	"github.com/dgtune/dgtune/objective"
+	"github.com/dgtune/dgtune/session"
 )
 
 // writeVisionModel writes the tiny preset with the synthetic vision tower and a byte-level
@@ -119,7 +120,7 @@ func TestTrainOnImages(t *testing.T) {
 		t.Errorf("val loss on the image rows went from %.3f to %.3f; want below half", vals[0], vals[1])
 	}
 
-	s, err := Open(cfg)
+	s, err := session.Open(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +140,7 @@ func TestTrainOnImages(t *testing.T) {
 
 // fullNoiseLoss is the mean cross-entropy of the train split of dataDir with every canvas
 // position replaced by noise, averaged over four noise draws per example.
-func fullNoiseLoss(t *testing.T, s *Session, dataDir string) float64 {
+func fullNoiseLoss(t *testing.T, s *session.Session, dataDir string) float64 {
 	t.Helper()
 	s.Config.Data = dataDir
 	if err := s.LoadData(); err != nil {
@@ -189,7 +190,7 @@ func TestImageRowErrors(t *testing.T) {
 		writeFile(t, filepath.Join(data, "train.jsonl"), c.row)
 		cfg := tinyConfig(c.model, data, filepath.Join(dir, "adapters"))
 		cfg.MaxPrompt = c.maxPrompt
-		s, err := Open(cfg)
+		s, err := session.Open(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}

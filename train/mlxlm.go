@@ -1,28 +1,20 @@
 package train
 
-// The parts of a run that mlx-lm's keys ask for: starting from an adapter file
-// (resume_adapter_file), scoring the test split after training (test, test_batches), and
-// evaluating without training (train: false).
+// The parts of a run that mlx-lm's keys ask for besides the loop: scoring the test split
+// after training (test, test_batches) and evaluating without training (train: false).
+// Starting from an adapter file (resume_adapter_file) is runState.start's.
 
 import (
 	"fmt"
 	"io"
-	"maps"
 	"math"
-	"os"
-	"path/filepath"
-	"slices"
-	"strings"
 
 	"github.com/dgtune/dgtune/config"
 	"github.com/dgtune/dgtune/data"
 	"github.com/dgtune/dgtune/lora"
 	"github.com/dgtune/dgtune/mx"
+	"github.com/dgtune/dgtune/session"
 )
-
-// seedTestNoise is the purpose of the test split's fixed corruptions, apart from the
-// training purposes of seeds.go.
-const seedTestNoise uint64 = 1001
 
 // dataNeed is what a run reads: train (and valid when present), plus test with test:
 // true — which then must be there, as in mlx-lm, so a missing test split fails before
@@ -33,62 +25,6 @@ func dataNeed(cfg config.Config) data.Need {
 		need.Required = append(need.Required, "test")
 	}
 	return need
-}
-
-// startFromFile installs the weights of resume_adapter_file as the run's starting point,
-// as mlx-lm does: the optimizer, step and data position start fresh. A directory means
-// its adapters.safetensors (model.safetensors for a full fine-tune). Tensors are matched
-// by name and shape; every tensor of the file must be a trainable array of this run,
-// and trainable arrays the file lacks keep their fresh initialisation (said in the log).
-func (r *run) startFromFile() error {
-	path := r.cfg.ResumeAdapterFile
-	if st, err := os.Stat(path); err == nil && st.IsDir() {
-		path = filepath.Join(path, r.weightsFile())
-	}
-	fail := func(format string, args ...any) error {
-		return fmt.Errorf("resume_adapter_file %s: %s", path, fmt.Sprintf(format, args...))
-	}
-	loaded, _, err := mx.LoadSafetensors(r.s.Engine, path)
-	if err != nil {
-		return fail("%v", err)
-	}
-	params := r.params.Params()
-	start := make(map[string]*mx.Array, len(params))
-	var problems []string
-	for _, n := range slices.Sorted(maps.Keys(loaded)) {
-		cur, ok := params[n]
-		switch {
-		case !ok:
-			problems = append(problems, fmt.Sprintf("%s is not trained by this config (lora_parameters.keys, num_layers, fine_tune_type)", n))
-		case !slices.Equal(loaded[n].Shape(), cur.Shape()):
-			problems = append(problems, fmt.Sprintf("%s: file %v, this run %v (lora_parameters.rank?)", n, loaded[n].Shape(), cur.Shape()))
-		case !loaded[n].DType().IsFloat():
-			problems = append(problems, fmt.Sprintf("%s: dtype %s, want a float type", n, loaded[n].DType()))
-		default:
-			start[n] = mx.AsType(loaded[n], cur.DType())
-		}
-	}
-	if len(problems) > 0 {
-		return fail("%s", strings.Join(problems, "; "))
-	}
-	if len(start) == 0 {
-		return fail("holds no tensors")
-	}
-	for n, a := range params {
-		if _, ok := start[n]; !ok {
-			start[n] = a
-		}
-	}
-	mx.Eval(mapValues(start)...)
-	if err := r.params.SetParams(start); err != nil {
-		return fail("%v", err)
-	}
-	fresh := ""
-	if k := len(params) - len(loaded); k > 0 {
-		fresh = fmt.Sprintf("; %d of the %d trainable arrays are not in it and start fresh", k, len(params))
-	}
-	fmt.Fprintf(r.log, "resume_adapter_file: starting from the %d tensors of %s (fresh optimizer, step 0)%s\n", len(loaded), path, fresh)
-	return nil
 }
 
 // TestScore is the test split's denoising loss, reported as mlx-lm reports its test loss.
@@ -104,7 +40,7 @@ type TestScore struct {
 // keyed by its index, as validation is — so the number is comparable across runs and
 // adapters. ppl = exp(loss), as mlx-lm prints it; for the denoising objective it is the
 // perplexity of the corrupted canvas positions, not of next-token prediction.
-func scoreTest(s *Session, cfg config.Config, log io.Writer) (*TestScore, error) {
+func scoreTest(s *session.Session, cfg config.Config, log io.Writer) (*TestScore, error) {
 	split := s.Dataset.Test
 	if split == nil {
 		return nil, fmt.Errorf("test: no test split in %s", cfg.Data)
@@ -119,7 +55,7 @@ func scoreTest(s *Session, cfg config.Config, log io.Writer) (*TestScore, error)
 	if cfg.TestBatches > 0 {
 		pairs = pairs[:min(len(pairs), cfg.TestBatches*cfg.BatchSize)]
 	}
-	loss := ValidationLoss(s, pairs, DeriveSeed(cfg.Seed, seedTestNoise))
+	loss := ValidationLoss(s, pairs, session.DeriveSeed(cfg.Seed, seedTestNoise))
 	if math.IsNaN(loss) || math.IsInf(loss, 0) {
 		return nil, fmt.Errorf("%w: test loss %v", ErrNonFinite, loss)
 	}
@@ -137,7 +73,7 @@ func evaluateOnly(cfg config.Config, opt Options) (*Result, error) {
 	if cfg.FineTuneType == "full" && cfg.AdapterPath != "" {
 		return nil, fmt.Errorf("train: false with fine_tune_type full: a full fine-tune is a complete checkpoint; set model to %s and adapter_path to \"\"", cfg.AdapterPath)
 	}
-	s, err := Open(cfg)
+	s, err := session.Open(cfg)
 	if err != nil {
 		return nil, err
 	}

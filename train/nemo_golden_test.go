@@ -18,6 +18,7 @@ import (
 	"github.com/dgtune/dgtune/mx"
 	"github.com/dgtune/dgtune/mx/mxtest"
 	"github.com/dgtune/dgtune/objective"
+	"github.com/dgtune/dgtune/session"
 	"github.com/dgtune/dgtune/tokenizer"
 )
 
@@ -127,7 +128,7 @@ func TestNeMoChatTemplateMatchesNeMo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	enc, err := NewEncoder(cfg, tok, mc)
+	enc, err := session.NewEncoder(cfg, tok, mc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +140,7 @@ func TestNeMoChatTemplateMatchesNeMo(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "train.jsonl"), raw, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ds, err := data.Load(dir, DataOptions(cfg), data.Need{Required: []string{"train"}})
+	ds, err := data.Load(dir, session.DataOptions(cfg), data.Need{Required: []string{"train"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,7 +178,7 @@ func TestNeMoChatTemplateMatchesNeMo(t *testing.T) {
 // has, within their sampling error; it is √(6·in/(in+r)) ≈ 2.2 times kaiming_uniform's.
 func TestXavierInitMatchesNeMo(t *testing.T) {
 	g := readNeMoGolden(t)
-	e, err := OpenEngine("go", "float32", 0)
+	e, err := session.OpenEngine("go", "float32", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -279,7 +280,7 @@ func stepShares(terms []objective.Terms, micro []int, accum int, normalization s
 func TestStepNormalizationMatchesNeMo(t *testing.T) {
 	g := readNeMoGolden(t)
 	red := g.Reduction
-	e, err := OpenEngine("go", "float32", 0)
+	e, err := session.OpenEngine("go", "float32", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -347,7 +348,7 @@ func checkNeMoStep(t *testing.T, cfg config.Config, tr nemoStep, e mx.Engine) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	obj, err := ObjectiveFor(cfg, m.Config)
+	obj, err := session.ObjectiveFor(cfg, m.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -465,7 +466,7 @@ eval:
 func TestSelfConditioningDrawStep(t *testing.T) {
 	dir := t.TempDir()
 	cfg := nemoConfig(t, dir)
-	s, err := Open(cfg)
+	s, err := session.Open(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -500,48 +501,6 @@ func TestSelfConditioningDrawStep(t *testing.T) {
 			t.Errorf("draw step: %d micro-batches mixed, %d all on, %d all off; want none mixed and both kinds", mixed, on, off)
 		case draw == config.DrawPerExample && mixed < 60:
 			t.Errorf("draw example: only %d of 80 micro-batches mix their examples' coins", mixed)
-		}
-	}
-}
-
-// eos_fill fills with the tokenizer's EOS: tokenizer_config.json's eos_token (a string or an
-// AddedToken object) where the checkpoint has one, else <eos>; a name the tokenizer lacks, or
-// a file that does not parse, is refused in one line.
-func TestFillTokenFromTokenizerConfig(t *testing.T) {
-	tok, err := tokenizer.Load(filepath.Join(demoBase, "tokenizer.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	mc, err := dg.LoadConfig(demoBase)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cases := []struct {
-		file    string // "" = no tokenizer_config.json
-		want    int32
-		wantErr string
-	}{
-		{"", 1, ""},
-		{`{"eos_token": "<turn|>"}`, 106, ""},
-		{`{"eos_token": {"content": "<eos>", "special": true}}`, 1, ""},
-		{`{"bos_token": "<bos>"}`, 1, ""},
-		{`{"eos_token": "<|endoftext|>"}`, 0, `eos_fill: tokenizer_config.json names eos_token "<|endoftext|>", which tokenizer.json does not have`},
-		{`{"eos_token": 7}`, 0, "eos_token: want a string or"},
-		{`{"eos_token": `, 0, "tokenizer_config.json: unexpected end of JSON input"},
-	}
-	for _, c := range cases {
-		dir := t.TempDir()
-		if c.file != "" {
-			if err := os.WriteFile(filepath.Join(dir, "tokenizer_config.json"), []byte(c.file), 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
-		got, err := fillToken(dir, tok, mc)
-		switch {
-		case c.wantErr != "" && (err == nil || !strings.Contains(err.Error(), c.wantErr)):
-			t.Errorf("fillToken(%s) error = %v, want %q", c.file, err, c.wantErr)
-		case c.wantErr == "" && (err != nil || got != c.want):
-			t.Errorf("fillToken(%s) = %d, %v, want %d", c.file, got, err, c.want)
 		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/dgtune/dgtune/data/chat"
 	"github.com/dgtune/dgtune/mx"
 	"github.com/dgtune/dgtune/objective"
+	"github.com/dgtune/dgtune/session"
 	"github.com/dgtune/dgtune/tokenizer"
 )
 
@@ -66,7 +67,7 @@ func TestResumeNeMo(t *testing.T) {
 func TestNeMoChoicesKeyed(t *testing.T) {
 	dir := t.TempDir()
 	cfg := nemoConfig(t, dir)
-	s, err := Open(cfg)
+	s, err := session.Open(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +75,7 @@ func TestNeMoChoicesKeyed(t *testing.T) {
 	selfCond := 0
 	const n = 200
 	for step := range uint64(n) {
-		ch := s.Objective.Choose(mx.Key(s.Engine, DeriveSeed(cfg.Seed, seedTrainChoice, step, 0, 0)), 6)
+		ch := s.Objective.Choose(mx.Key(s.Engine, session.DeriveSeed(cfg.Seed, seedTrainChoice, step, 0, 0)), 6)
 		blocks[ch.Block]++
 		if ch.SelfCond {
 			selfCond++
@@ -93,7 +94,7 @@ func TestNeMoChoicesKeyed(t *testing.T) {
 func TestLongTargetsEncoder(t *testing.T) {
 	dir := t.TempDir()
 	model := writeTinyModel(t, filepath.Join(dir, "model"), "", nil)
-	s, err := Open(tinyConfig(model, dir, dir))
+	s, err := session.Open(tinyConfig(model, dir, dir))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +123,7 @@ func TestLongTargetsEncoder(t *testing.T) {
 	for _, tc := range cases {
 		c := s.Config
 		c.LongTargets, c.EOSFill, c.MaxCanvas = tc.long, tc.eosFill, tc.canvas
-		enc, err := NewEncoder(c, s.Tokenizer, s.Model.Config)
+		enc, err := session.NewEncoder(c, s.Tokenizer, s.Model.Config)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -141,7 +142,7 @@ func TestLongTargetsEncoder(t *testing.T) {
 func TestObjectiveForNeMo(t *testing.T) {
 	dir := t.TempDir()
 	cfg := nemoConfig(t, dir)
-	s, err := Open(cfg)
+	s, err := session.Open(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,12 +151,12 @@ func TestObjectiveForNeMo(t *testing.T) {
 		t.Errorf("objective %+v, want %+v", s.Objective, want)
 	}
 	cfg.LongTargets = config.LongTruncate
-	o, err := ObjectiveFor(cfg, s.Model.Config)
+	o, err := session.ObjectiveFor(cfg, s.Model.Config)
 	if err != nil || o.BlockLen != 0 {
 		t.Errorf("truncate: %+v, %v", o, err)
 	}
-	if !strings.Contains(FormatConfig(cfg), "objective: nemo") {
-		t.Errorf("resolved config lacks the objective:\n%s", FormatConfig(cfg))
+	if !strings.Contains(config.Format(cfg), "objective: nemo") {
+		t.Errorf("resolved config lacks the objective:\n%s", config.Format(cfg))
 	}
 }
 
@@ -199,7 +200,7 @@ func TestNeMoOnImages(t *testing.T) {
 	cfg.Model, cfg.Data, cfg.AdapterPath = model, data, filepath.Join(dir, "adapters")
 	cfg.Iters, cfg.StepsPerEval, cfg.SaveEvery, cfg.BatchSize = 2, 0, 0, 1
 	cfg.SelfConditioning = 1
-	s, err := Open(cfg)
+	s, err := session.Open(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

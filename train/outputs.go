@@ -76,31 +76,3 @@ func clearRun(dir string) (int, error) {
 	}
 	return len(files), nil
 }
-
-// keptCheckpoints says, for a run stopped by a non-finite loss, what it leaves to go back
-// to: the last checkpoint (what --resume continues from), the best adapter and the
-// numbered ones, which eval and export take as files.
-func (r *run) keptCheckpoints() string {
-	dir := r.cfg.AdapterPath
-	var parts []string
-	if st, err := ReadState(dir); err == nil {
-		parts = append(parts, fmt.Sprintf("the last checkpoint (step %d, what --resume continues from) is kept in %s", st.Step, dir))
-	} else {
-		parts = append(parts, fmt.Sprintf("no checkpoint was saved in %s yet", dir))
-	}
-	files, _ := runFiles(dir)
-	var earlier []string
-	if slices.Contains(files, BestAdapterFile) && r.state.BestValLoss != nil {
-		earlier = append(earlier, fmt.Sprintf("%s (val loss %.4f)", BestAdapterFile, *r.state.BestValLoss))
-	}
-	for _, f := range files {
-		if numberedCheckpoint.MatchString(f) {
-			earlier = append(earlier, f)
-		}
-	}
-	if len(earlier) > 0 {
-		parts = append(parts, fmt.Sprintf("if its weights are already bad, earlier ones are %s (eval --adapter %s scores one)",
-			strings.Join(earlier, ", "), filepath.Join(dir, strings.Fields(earlier[0])[0])))
-	}
-	return strings.Join(parts, "; ")
-}

@@ -183,8 +183,8 @@ func TestVerboseConfig(t *testing.T) {
 	if ac.Training["optimizer"] != "adamw" || len(ac.Training) < 30 {
 		t.Errorf("adapter_config.json training has %d keys, optimizer %v", len(ac.Training), ac.Training["optimizer"])
 	}
-	if FormatChanged(config.Defaults()) != "" {
-		t.Errorf("FormatChanged(defaults) = %q", FormatChanged(config.Defaults()))
+	if config.FormatChanged(config.Defaults()) != "" {
+		t.Errorf("config.FormatChanged(defaults) = %q", config.FormatChanged(config.Defaults()))
 	}
 }
 

@@ -3,7 +3,6 @@ package train
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/dgtune/dgtune/internal/atomicfile"
 	"io"
 	"math"
 	"os"
@@ -12,6 +11,10 @@ import (
 	"time"
 
 	"github.com/schollz/progressbar/v3"
+
+	"github.com/dgtune/dgtune/internal/atomicfile"
+	"github.com/dgtune/dgtune/internal/sysmem"
+	"github.com/dgtune/dgtune/mx"
 )
 
 // TrainReport summarises the steps since the previous report.
@@ -54,6 +57,39 @@ type ValReport struct {
 	ValLoss   float64 `json:"val_loss"`
 	Examples  int     `json:"examples"`
 	Seconds   float64 `json:"seconds"`
+}
+
+// meter times the steps of this process since the last report. The losses since the
+// last report live in the state instead (runState.closeWindow), so that a report after a
+// resume averages the same steps as an uninterrupted run.
+type meter struct {
+	steps  int
+	tokens int64
+	start  time.Time
+}
+
+func (m *meter) add(tokens int64) {
+	m.steps++
+	m.tokens += tokens
+}
+
+// report sends the mean loss of the window and this process's rates since the last
+// report, opens a new window and returns the mean.
+func (r *run) report(step int, pace *meter) float64 {
+	el := time.Since(pace.start).Seconds()
+	mean := r.state.closeWindow()
+	ips := float64(pace.steps) / el
+	rep := TrainReport{
+		Iteration: step, TrainLoss: mean, LearningRate: r.state.LearningRate, ItersPerSecond: ips,
+		TokensPerSecond: float64(pace.tokens) / el, TrainedTokens: r.state.TrainedTokens,
+		PeakMemory: sysmem.PeakRSS(), ETASeconds: float64(r.total-step) / ips,
+	}
+	if m, ok := mx.Memory(r.s.Engine); ok {
+		rep.Engine = &EngineMemory{Active: m.Active, Peak: m.Peak, Cache: m.Cache}
+	}
+	r.reporter.Train(rep)
+	*pace = meter{start: time.Now()}
+	return mean
 }
 
 // Reporter receives reports; reporters chain.

@@ -17,10 +17,10 @@ import (
 
 	"github.com/dgtune/dgtune/convert"
 	"github.com/dgtune/dgtune/internal/cli"
+	"github.com/dgtune/dgtune/internal/sysmem"
 	dg "github.com/dgtune/dgtune/model/diffusiongemma"
 	"github.com/dgtune/dgtune/mx"
 	_ "github.com/dgtune/dgtune/mx/engines"
-	"github.com/dgtune/dgtune/train"
 )
 
 func main() { os.Exit(cli.Main(newCommand(), os.Args[1:], os.Stdout, os.Stderr)) }
@@ -118,7 +118,7 @@ func report(cmd *cobra.Command, r dg.QuantRecipe, res convert.Result) {
 	}
 	fmt.Fprintf(w, "wrote %s: bits %s, group size %d, %d modules quantized, %d tensors in %d shard(s), %.3f GB (%.3f bits per weight; input %.3f GB), unquantized tensors %s, in %.1f s, peak RSS %.2f GB\n",
 		res.Out, r.Bits, r.GroupSize, res.Quantized, res.Tensors, res.Shards, float64(res.OutputBytes)/1e9, res.BitsPerWeight,
-		float64(res.InputBytes)/1e9, dt, res.Elapsed.Seconds(), float64(train.PeakRSS())/1e9)
+		float64(res.InputBytes)/1e9, dt, res.Elapsed.Seconds(), float64(sysmem.PeakRSS())/1e9)
 	for _, k := range res.Kept {
 		fmt.Fprintf(w, "  kept %s (%s)\n", k.Module, k.Why)
 	}

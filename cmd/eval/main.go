@@ -19,7 +19,7 @@ import (
 	"github.com/dgtune/dgtune/internal/cli"
 	"github.com/dgtune/dgtune/lora"
 	"github.com/dgtune/dgtune/mx"
-	"github.com/dgtune/dgtune/train"
+	"github.com/dgtune/dgtune/session"
 )
 
 func main() { os.Exit(cli.Main(newCommand(), os.Args[1:], os.Stdout, os.Stderr)) }
@@ -102,7 +102,7 @@ func runEval(cmd *cobra.Command, o options) error {
 			return err
 		}
 	}
-	s, err := train.Open(cfg)
+	s, err := session.Open(cfg)
 	if err != nil {
 		return err
 	}
@@ -244,11 +244,11 @@ func checkpoints(dir string) ([]string, error) {
 			out = append(out, filepath.Join(dir, e.Name()))
 		}
 	}
-	if final := filepath.Join(dir, train.AdapterFile); fileExists(final) {
+	if final := filepath.Join(dir, lora.AdaptersFile); fileExists(final) {
 		out = append(out, final)
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("--all-checkpoints: %s holds no NNNNNNN_adapters.safetensors nor %s", dir, train.AdapterFile)
+		return nil, fmt.Errorf("--all-checkpoints: %s holds no NNNNNNN_adapters.safetensors nor %s", dir, lora.AdaptersFile)
 	}
 	return out, nil
 }
@@ -267,7 +267,7 @@ func fileExists(path string) bool {
 	return err == nil && !st.IsDir()
 }
 
-func samples(s *train.Session, cases []evaluate.Case, base, adapted *evaluate.Metrics, n int) []evaluate.Sample {
+func samples(s *session.Session, cases []evaluate.Case, base, adapted *evaluate.Metrics, n int) []evaluate.Sample {
 	var out []evaluate.Sample
 	for i := 0; i < n && i < len(base.Generations); i++ {
 		sm := evaluate.Sample{Index: cases[i].Index, Prompt: s.Tokenizer.Decode(cases[i].Prompt, true),
@@ -280,7 +280,7 @@ func samples(s *train.Session, cases []evaluate.Case, base, adapted *evaluate.Me
 	return out
 }
 
-func single(cmd *cobra.Command, s *train.Session, adapter *lora.AdapterFile, prompt string) error {
+func single(cmd *cobra.Command, s *session.Session, adapter *lora.AdapterFile, prompt string) error {
 	ids, err := chat.EncodePrompt(s.Tokenizer, []chat.Message{{Role: "user", Content: prompt}}, true)
 	if err != nil {
 		return err

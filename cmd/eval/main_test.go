@@ -20,6 +20,7 @@ import (
 	"github.com/dgtune/dgtune/mx"
 	"github.com/dgtune/dgtune/mx/mxtest"
 	"github.com/dgtune/dgtune/objective"
+	"github.com/dgtune/dgtune/session"
 	"github.com/dgtune/dgtune/tokenizer"
 	"github.com/dgtune/dgtune/train"
 )
@@ -107,7 +108,7 @@ func recompute(t *testing.T, m *dg.Model, tok *tokenizer.Tokenizer, li int, leve
 		for len(target) < maxCanvas {
 			target = append(target, eos)
 		}
-		key := mx.Key(e, train.DeriveSeed(0, 101, uint64(li), uint64(i), uint64(i)))
+		key := mx.Key(e, session.DeriveSeed(0, 101, uint64(li), uint64(i), uint64(i)))
 		corr := objective.CorruptAt(key, target, level, vocab)
 		logits := m.Forward(mx.FromInt32(e, prompt, 1, len(prompt)), mx.FromInt32(e, corr.Canvas, 1, len(corr.Canvas))).Float32s()
 		for p, bad := range corr.Corrupt {

@@ -12,11 +12,13 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/dgtune/dgtune/internal/cli"
+	"github.com/dgtune/dgtune/internal/sysmem"
 	"github.com/dgtune/dgtune/lora"
 	dg "github.com/dgtune/dgtune/model/diffusiongemma"
 	"github.com/dgtune/dgtune/mx"
 	"github.com/dgtune/dgtune/objective"
 	"github.com/dgtune/dgtune/optim"
+	"github.com/dgtune/dgtune/session"
 	"github.com/dgtune/dgtune/train"
 )
 
@@ -75,11 +77,11 @@ func benchCommand() *cobra.Command {
 				return fmt.Errorf("--warmup must be at least 0")
 			}
 			loadStart := time.Now()
-			e, err := train.OpenEngine(backend, computeDType, memoryLimitGB)
+			e, err := session.OpenEngine(backend, computeDType, memoryLimitGB)
 			if err != nil {
 				return err
 			}
-			dt, _ := train.ComputeDType(computeDType)
+			dt, _ := session.ComputeDType(computeDType)
 			m, err := dg.Load(e, modelDir, dg.LoadOptions{DType: dt})
 			if err != nil {
 				return err
@@ -191,7 +193,7 @@ func benchCommand() *cobra.Command {
 			}
 			res := BenchResult{
 				TokensPerSec: float64((promptLen+canvasLen)*steps) / el, MsPerStep: 1000 * el / float64(steps),
-				PeakRSSBytes: train.PeakRSS(), TrainableParams: n, Backend: e.Name(),
+				PeakRSSBytes: sysmem.PeakRSS(), TrainableParams: n, Backend: e.Name(),
 				PromptLen: promptLen, CanvasLen: canvasLen, Steps: steps, Rank: rank,
 				GradCheckpoint: gradCheckpoint, Threads: runtime.GOMAXPROCS(0), CPUMsPerStep: 1000 * cpu / float64(steps),
 				ComputeDType: dt.String(), Compiled: compileStep, GraphMsPerStep: 1000 * graphTime.Seconds() / float64(steps),

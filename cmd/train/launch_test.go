@@ -36,22 +36,6 @@ func TestRankArgs(t *testing.T) {
 	}
 }
 
-// TestPrefixer: the other ranks' lines arrive whole, prefixed, however they are cut.
-func TestPrefixer(t *testing.T) {
-	var out bytes.Buffer
-	p := &prefixer{w: &out}
-	r1, r2 := p.rank(1), p.rank(2)
-	r1.Write([]byte("distributed: rank 1 "))
-	r2.Write([]byte("[ring] Socket 7 was closed by the peer\nhalf"))
-	r1.Write([]byte("of 2 joined\n"))
-	r2.Write([]byte(" a line"))
-	p.flush()
-	want := "[rank 2] [ring] Socket 7 was closed by the peer\n[rank 1] distributed: rank 1 of 2 joined\n[rank 2] half a line\n"
-	if out.String() != want {
-		t.Errorf("got\n%s\nwant\n%s", out.String(), want)
-	}
-}
-
 func TestLaunchRefusals(t *testing.T) {
 	f := newFixture(t)
 	cfg := f.config(t, "")

@@ -1,6 +1,6 @@
 //go:build !(linux || darwin || freebsd || netbsd || openbsd)
 
-package train
+package sysmem
 
 // PeakRSS is 0 where getrusage is not available: the reports then show only what the
 // engine counts itself.

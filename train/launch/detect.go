@@ -1,4 +1,4 @@
-package train
+package launch
 
 import (
 	"encoding/json"
@@ -9,42 +9,48 @@ import (
 	"strings"
 )
 
-// launch is how this process was started: alone, or as one rank of a group.
-type launch struct {
-	backend string   // "" alone; otherwise the MLX backend to join: ring, mpi or any
-	size    int      // the world size the environment describes; 0 when MLX decides
-	rank    int      // this process's rank, as the environment says
-	addrs   []string // ring: each rank's first "ip:port" from the hostfile
-	source  string   // where size and rank came from, for messages
+// World is how this process was started: alone, or as one rank of a group.
+type World struct {
+	Backend string   // "" alone; otherwise the MLX backend to join: ring, mpi or any
+	Size    int      // the world size the environment describes; 0 when MLX decides
+	Rank    int      // this process's rank, as the environment says
+	Addrs   []string // ring: each rank's first "ip:port" from the hostfile
+	Source  string   // where size and rank came from, for messages
 }
 
-// detectLaunch reads how the ranks were started the way MLX does: the ring from
+// InsideRank reports whether the environment says this process is itself a rank of a
+// ring (MLX_RANK or MLX_HOSTFILE set): ranks it started would join that ring's variables.
+func InsideRank(getenv func(string) string) bool {
+	return getenv("MLX_RANK") != "" || getenv("MLX_HOSTFILE") != ""
+}
+
+// Detect reads how the ranks were started the way MLX does: the ring from
 // MLX_RANK and MLX_HOSTFILE (what mlx.launch and train --launch set), MPI from
 // mpirun's variables. distributed is the config key: "" joins a group only when the
 // environment describes more than one rank, ring and mpi insist on that backend, any
 // lets MLX choose (a group of one when nothing describes a group).
-func detectLaunch(distributed string, getenv func(string) string) (launch, error) {
+func Detect(distributed string, getenv func(string) string) (World, error) {
 	rankVar, hostfile := getenv("MLX_RANK"), getenv("MLX_HOSTFILE")
 	ring := rankVar != "" && hostfile != ""
 	mpiSize, mpiRank, mpi := mpiEnv(getenv)
-	alone := launch{size: 1}
+	alone := World{Size: 1}
 	switch distributed {
 	case "", "any", "ring":
 		if ring {
-			l, err := ringLaunch(rankVar, hostfile)
-			if err != nil || l.size == 1 {
+			w, err := ringWorld(rankVar, hostfile)
+			if err != nil || w.Size == 1 {
 				return alone, err
 			}
-			return l, nil
+			return w, nil
 		}
 		if distributed == "ring" {
 			return alone, fmt.Errorf("distributed: ring needs MLX_RANK and MLX_HOSTFILE in the environment (train --launch N or mlx.launch set them; see README)")
 		}
 		if mpi && mpiSize > 1 {
-			return launch{backend: "mpi", size: mpiSize, rank: mpiRank, source: "mpirun"}, nil
+			return World{Backend: "mpi", Size: mpiSize, Rank: mpiRank, Source: "mpirun"}, nil
 		}
 		if distributed == "any" {
-			return launch{backend: "any", source: "distributed: any"}, nil
+			return World{Backend: "any", Source: "distributed: any"}, nil
 		}
 		return alone, nil
 	case "mpi":
@@ -52,9 +58,9 @@ func detectLaunch(distributed string, getenv func(string) string) (launch, error
 			if mpiSize == 1 {
 				return alone, nil
 			}
-			return launch{backend: "mpi", size: mpiSize, rank: mpiRank, source: "mpirun"}, nil
+			return World{Backend: "mpi", Size: mpiSize, Rank: mpiRank, Source: "mpirun"}, nil
 		}
-		return launch{backend: "mpi", source: "distributed: mpi"}, nil
+		return World{Backend: "mpi", Source: "distributed: mpi"}, nil
 	}
 	return alone, fmt.Errorf("distributed %q: want ring, mpi, any or empty", distributed)
 }
@@ -72,52 +78,52 @@ func mpiEnv(getenv func(string) string) (size, rank int, ok bool) {
 	return 0, 0, false
 }
 
-// ringLaunch reads MLX's ring hostfile: a JSON list with one entry per rank, each an
+// ringWorld reads MLX's ring hostfile: a JSON list with one entry per rank, each an
 // "ip:port" string or a list of them (one per connection), as mlx.launch writes it. An
 // empty file (mlx.launch's for a single host) is a group of one.
-func ringLaunch(rankVar, hostfile string) (launch, error) {
+func ringWorld(rankVar, hostfile string) (World, error) {
 	b, err := os.ReadFile(hostfile)
 	if err != nil {
-		return launch{}, fmt.Errorf("MLX_HOSTFILE: %w", err)
+		return World{}, fmt.Errorf("MLX_HOSTFILE: %w", err)
 	}
 	if strings.TrimSpace(string(b)) == "" {
-		return launch{size: 1}, nil
+		return World{Size: 1}, nil
 	}
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("MLX_HOSTFILE %s: %s (want a JSON list with one entry per rank, each \"ip:port\" or a list of them)", hostfile, fmt.Sprintf(format, args...))
 	}
 	var entries []json.RawMessage
 	if err := json.Unmarshal(b, &entries); err != nil {
-		return launch{}, bad("%v", err)
+		return World{}, bad("%v", err)
 	}
 	if len(entries) == 0 {
-		return launch{}, bad("no ranks")
+		return World{}, bad("no ranks")
 	}
-	l := launch{backend: "ring", size: len(entries), source: "MLX_HOSTFILE " + hostfile}
+	w := World{Backend: "ring", Size: len(entries), Source: "MLX_HOSTFILE " + hostfile}
 	for i, raw := range entries {
 		var addrs []string
 		var one string
 		if json.Unmarshal(raw, &one) == nil {
 			addrs = []string{one}
 		} else if err := json.Unmarshal(raw, &addrs); err != nil || len(addrs) == 0 {
-			return launch{}, bad("rank %d: %s is neither an address nor a list of addresses", i, raw)
+			return World{}, bad("rank %d: %s is neither an address nor a list of addresses", i, raw)
 		}
 		for _, a := range addrs {
 			if _, port, err := net.SplitHostPort(a); err != nil || port == "" {
-				return launch{}, bad("rank %d: %q is not ip:port", i, a)
+				return World{}, bad("rank %d: %q is not ip:port", i, a)
 			}
 		}
-		l.addrs = append(l.addrs, addrs[0])
+		w.Addrs = append(w.Addrs, addrs[0])
 	}
-	l.rank, err = strconv.Atoi(rankVar)
-	if err != nil || l.rank < 0 || l.rank >= l.size {
-		return launch{}, fmt.Errorf("MLX_RANK %q: want a rank in 0..%d, the ranks of MLX_HOSTFILE %s", rankVar, l.size-1, hostfile)
+	w.Rank, err = strconv.Atoi(rankVar)
+	if err != nil || w.Rank < 0 || w.Rank >= w.Size {
+		return World{}, fmt.Errorf("MLX_RANK %q: want a rank in 0..%d, the ranks of MLX_HOSTFILE %s", rankVar, w.Size-1, hostfile)
 	}
-	return l, nil
+	return w, nil
 }
 
-// hostOf is the host part of "ip:port".
-func hostOf(addr string) string {
+// HostOf is the host part of "ip:port".
+func HostOf(addr string) string {
 	h, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return addr
