@@ -46,11 +46,6 @@ type Options struct {
 	// Threads is the go engine's GOMAXPROCS, whose workers each keep packing buffers (0:
 	// this process's).
 	Threads int
-	// PromptLimit is the longest prompt recorded (0: DefaultPromptLimit). The recording
-	// runs the model's host code, which builds the encoder's causal mask as one bool per
-	// query and key; a longer prompt is recorded at this length instead and the estimate
-	// is a lower bound (Estimate.LowerBound): the step's memory grows with the prompt.
-	PromptLimit int
 	// MappedWeights loads the weights as the go engine loads a checkpoint: in place from
 	// the mapped file (outside Go's heap), with heap copies of the tensors stored in
 	// another dtype than DType. Without it every weight is a heap array in DType.
@@ -74,22 +69,11 @@ type Estimate struct {
 	Peak         shapeeng.Usage
 	InBackward   bool
 	AfterForward shapeeng.Usage
-	// RecordedPromptLen is the prompt length recorded: Options.PromptLen, or the limit when
-	// that is shorter (LowerBound).
-	RecordedPromptLen int
 
 	Options         Options
 	TrainableParams int64
 	AdaptedLinears  int
 }
-
-// DefaultPromptLimit is the longest prompt Step records by default: its encoder mask is
-// 1 GiB of host memory while the estimate runs.
-const DefaultPromptLimit = 1 << 15
-
-// LowerBound says the prompt was longer than the recording's limit: the step needs at
-// least Total.
-func (m Estimate) LowerBound() bool { return m.RecordedPromptLen < m.Options.PromptLen }
 
 // Errors of the arguments.
 var (
@@ -116,9 +100,6 @@ func Step(cfg *dg.Config, o Options) (Estimate, error) {
 	}
 	if o.LoRA.Rank < 1 {
 		return Estimate{}, fmt.Errorf("%w: %d (want ≥ 1)", ErrRank, o.LoRA.Rank)
-	}
-	if o.PromptLimit < 0 {
-		return Estimate{}, fmt.Errorf("estimate: prompt limit %d (want ≥ 0)", o.PromptLimit)
 	}
 	if o.GCPercent < 0 {
 		return Estimate{}, fmt.Errorf("estimate: GC percent %d (want ≥ 0)", o.GCPercent)
@@ -172,14 +153,10 @@ func Step(cfg *dg.Config, o Options) (Estimate, error) {
 	}
 	e.Keep(labelOptimizer, slices.Collect(maps.Values(opt.State()))...)
 
-	limit := o.PromptLimit
-	if limit == 0 {
-		limit = DefaultPromptLimit
-	}
 	start, forwardEnd := e.Now()+1, 0
-	step(e, m, a, opt, o, min(o.PromptLen, limit), &forwardEnd)
+	step(e, m, a, opt, o, &forwardEnd)
 
-	est := Estimate{Options: o, TrainableParams: a.NumParams(), AdaptedLinears: len(a.Modules()), RecordedPromptLen: min(o.PromptLen, limit)}
+	est := Estimate{Options: o, TrainableParams: a.NumParams(), AdaptedLinears: len(a.Modules())}
 	est.Peak = e.Peak(start)
 	est.InBackward = est.Peak.Time > forwardEnd
 	est.AfterForward = e.At(forwardEnd)
@@ -231,12 +208,12 @@ func loadShapes(e *shapeeng.Engine, cfg *dg.Config, q *dg.Quantization, stored, 
 	return m, nil
 }
 
-// step is one training step as train runs it on one example of an n-token prompt and the
-// options' canvas, every canvas position corrupted and scored: the objective's loss and
-// its gradient with respect to the adapter (optim.ValueAndGrad), then the AdamW update.
-// forwardEnd is set to the time the loss is computed.
-func step(e *shapeeng.Engine, m *dg.Model, a *lora.Adapter, opt optim.Optimizer, o Options, n int, forwardEnd *int) {
-	l := o.CanvasLen
+// step is one training step as train runs it on one example of the options' lengths,
+// every canvas position corrupted and scored: the objective's loss and its gradient with
+// respect to the adapter (optim.ValueAndGrad), then the AdamW update. forwardEnd is set to
+// the time the loss is computed.
+func step(e *shapeeng.Engine, m *dg.Model, a *lora.Adapter, opt optim.Optimizer, o Options, forwardEnd *int) {
+	n, l := o.PromptLen, o.CanvasLen
 	ex := objective.Example{Prompt: make([]int32, n), Target: make([]int32, l)}
 	c := objective.Corruption{T: 1, Corrupt: make([]bool, l), Canvas: make([]int32, l), SelfCond: o.Objective.SelfCond > 0}
 	for i := range c.Corrupt {
@@ -311,10 +288,6 @@ func (m Estimate) String() string {
 	}
 	if m.GCHeadroom > 0 {
 		line("  ", fmt.Sprintf("Go GC headroom (GOGC %d)", o.GCPercent), m.GCHeadroom)
-	}
-	if m.LowerBound() {
-		line("  ", fmt.Sprintf("total, at least (the prompt recorded at %d tokens)", m.RecordedPromptLen), m.Total)
-		return b.String()
 	}
 	line("  ", "total", m.Total)
 	return b.String()

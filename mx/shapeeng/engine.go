@@ -334,6 +334,10 @@ func (e *Engine) ToSlice(x mx.Handle) any {
 	panic(fmt.Sprintf("shapeeng: ToSlice of dtype %s", a.dt))
 }
 
+// ValueFree implements mx.ValueFree: host-side values (an attention mask) need not be
+// computed for this engine.
+func (e *Engine) ValueFree() {}
+
 // Eval, Free and the scopes are no-ops, as on the go engine, whose arrays live while
 // something refers to them.
 func (e *Engine) Eval(...mx.Handle)    {}

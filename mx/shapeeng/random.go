@@ -77,4 +77,5 @@ var (
 	_ mx.TakeWeightedSummer = (*Engine)(nil)
 	_ mx.AdamStepper        = (*Engine)(nil)
 	_ mx.AdamStepperAll     = (*Engine)(nil)
+	_ mx.ValueFree          = (*Engine)(nil)
 )
