@@ -22,11 +22,15 @@
 //     cotangent is dropped once its tensor's VJP has run.
 //   - Views are views: a reshape, a pending transpose of the last two axes, a cast to the
 //     same dtype and StopGradient share their source's elements, as in goeng.
-//   - Scratch the ops do not show — the attention's probabilities and score blocks, the
-//     few kernels' temporaries — is counted in scratch.go, from goeng's own limits.
+//   - Memory the ops do not show is counted from goeng's own plans, not copies of its
+//     constants: the attention's kept probabilities and score blocks
+//     (goeng.AttentionMemoryOf), the products' packing pools per worker (sgemm.Scratch,
+//     scratch.go), and the kernels' temporaries (float32 views of half operands, int64
+//     copies of indices).
 //
 // Values are never computed: ToSlice returns zeros, so index arrays read back (router
-// top-k, sorted expert ids) are zeros too. That changes no shape on the paths the model
+// top-k, sorted expert ids) are zeros too, and host-side constructors skip computing
+// theirs (mx.ValueFree: the encoder's attention mask). That changes no shape on the paths the model
 // takes: every op's output shape depends on its inputs' shapes alone, and the go engine's
 // expert products (gather_mm, gather_qmm with sorted indices) use the rows in place with
 // per-worker buffers whose size does not depend on how rows fall to experts.
