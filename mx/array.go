@@ -122,6 +122,25 @@ func FromBool(e Engine, data []bool, shape ...int) *Array {
 	return FromSlice(e, data, shape, Bool)
 }
 
+// ValueFree is implemented by an engine that never reads an array's values (the
+// shape-only engine, mx/shapeeng): a constructor whose values are computed on the host
+// skips computing them for it.
+type ValueFree interface {
+	ValueFree()
+}
+
+// FromBoolFunc makes a bool array of shape whose elements fill writes, row-major, into a
+// slice of that many. A ValueFree engine gets its array without fill being called.
+func FromBoolFunc(e Engine, fill func([]bool), shape ...int) *Array {
+	checkShape("FromBoolFunc", shape)
+	if _, ok := e.(ValueFree); ok {
+		return Full(e, shape, 0, Bool)
+	}
+	data := make([]bool, prod(shape))
+	fill(data)
+	return FromBool(e, data, shape...)
+}
+
 // FromBytes makes an array from little-endian raw elements (the safetensors layout).
 func FromBytes(e Engine, b []byte, shape []int, dt DType) *Array {
 	checkShape("FromBytes", shape)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/dgtune/dgtune/mx"
 	"github.com/dgtune/dgtune/mx/mxtest"
+	"github.com/dgtune/dgtune/mx/shapeeng"
 )
 
 func TestBroadcastShapes(t *testing.T) {
@@ -132,5 +133,25 @@ func TestMemoryLimitWithoutAllocator(t *testing.T) {
 	}
 	if d, ok := mx.Device(e); ok || d.Kind != "cpu" {
 		t.Fatalf("Device(go) = %+v, %v; want cpu, false", d, ok)
+	}
+}
+
+// TestFromBoolFunc: fill writes the elements row-major on an engine that reads values; a
+// ValueFree engine (the shape-only one) gets a bool array of the shape without fill
+// running.
+func TestFromBoolFunc(t *testing.T) {
+	fill := func(v []bool) {
+		for i := range v {
+			v[i] = i%3 == 0
+		}
+	}
+	a := mx.FromBoolFunc(mxtest.Go(t), fill, 2, 3)
+	if got := a.Bools(); !slices.Equal(got, []bool{true, false, false, true, false, false}) || !slices.Equal(a.Shape(), []int{2, 3}) {
+		t.Errorf("go engine: %v %v, want [true false false true false false] of [2 3]", got, a.Shape())
+	}
+	called := false
+	b := mx.FromBoolFunc(shapeeng.New(shapeeng.Options{}), func([]bool) { called = true }, 4, 5)
+	if called || !slices.Equal(b.Shape(), []int{4, 5}) || b.DType() != mx.Bool {
+		t.Errorf("shape engine: fill called %v, array %v %s; want not called, [4 5] bool", called, b.Shape(), b.DType())
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/dgtune/dgtune/config"
 	"github.com/dgtune/dgtune/data"
+	"github.com/dgtune/dgtune/estimate"
 	"github.com/dgtune/dgtune/internal/sysmem"
 	dg "github.com/dgtune/dgtune/model/diffusiongemma"
 	"github.com/dgtune/dgtune/objective"
@@ -118,7 +119,7 @@ func checkCapacity(s *session.Session, mem sysmem.Memory) error {
 	if !cfg.EOSFill || cfg.LongTargets == config.LongRandomBlock || mem.Bytes == 0 || cfg.FineTuneType == "full" || s.Engine.Name() != "go" {
 		return nil
 	}
-	est, err := estimateStep(cfg, mc, 0, cfg.MaxCanvas)
+	est, err := estimateStep(s, 0, cfg.MaxCanvas)
 	if err != nil || est.Total <= memoryRefuse*mem.Bytes {
 		return nil
 	}
@@ -166,16 +167,13 @@ func stepLengths(o objective.Objective, prompt, target int) (n, l int) {
 	return prompt, target
 }
 
-// estimateStep is probe estimate's peak for one training step of cfg on an n-token
-// prompt and an l-token canvas, as the go engine runs it.
-func estimateStep(cfg config.Config, mc *dg.Config, n, l int) (dg.MemoryEstimate, error) {
-	p := cfg.LoRAParameters
-	return dg.EstimateOptions{
-		Rank: p.Rank, Keys: p.Keys, NumLayers: cfg.NumLayers, PromptLen: n, CanvasLen: max(l, 1),
-		Retention: dg.RetainGraph, GCPercent: gcPercent(), GradCheckpoint: cfg.GradCheckpoint, MappedWeights: true,
-		// What takes the two passes instead of the fused one (see Model.EncodeDecodeHidden).
-		SeparatePasses: p.Dropout > 0 || p.Encoder == "separate" || cfg.SelfConditioning > 0 || cfg.EncoderLossWeight > 0,
-	}.Estimate(mc)
+// estimateStep is probe estimate's peak for one training step of the session's run on an
+// n-token prompt and an l-token canvas, as the go engine runs it.
+func estimateStep(s *session.Session, n, l int) (estimate.Estimate, error) {
+	return estimate.Step(s.Model.Config, estimate.Options{
+		LoRA: LoRAConfig(s.Config), Objective: s.Objective, PromptLen: n, CanvasLen: max(l, 1),
+		GCPercent: gcPercent(), GradCheckpoint: s.Config.GradCheckpoint, MappedWeights: true,
+	})
 }
 
 // gcPercent is GOGC as the runtime reads it: 100 unless set, 0 for off.
@@ -272,7 +270,7 @@ func (dc *DataCheck) checkMemory(s *session.Session, splits []checkedSplit, mem 
 		return b.l - a.l
 	})
 	var worst *cand
-	var worstEst dg.MemoryEstimate
+	var worstEst estimate.Estimate
 	bestL := -1
 	for j := range byN {
 		c := &byN[j]
@@ -280,7 +278,7 @@ func (dc *DataCheck) checkMemory(s *session.Session, splits []checkedSplit, mem 
 			continue
 		}
 		bestL = c.l
-		est, err := estimateStep(cfg, s.Model.Config, c.n, c.l)
+		est, err := estimateStep(s, c.n, c.l)
 		if err != nil {
 			dc.MemoryNote = "no memory estimate: " + err.Error()
 			return nil
@@ -293,7 +291,7 @@ func (dc *DataCheck) checkMemory(s *session.Session, splits []checkedSplit, mem 
 	byTotal := slices.Clone(cands)
 	slices.SortStableFunc(byTotal, func(a, b cand) int { return (a.n + a.l) - (b.n + b.l) })
 	med := byTotal[nearestRank(len(byTotal), 50)]
-	medEst, err := estimateStep(cfg, s.Model.Config, med.n, med.l)
+	medEst, err := estimateStep(s, med.n, med.l)
 	if err != nil {
 		dc.MemoryNote = "no memory estimate: " + err.Error()
 		return nil

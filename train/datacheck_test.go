@@ -84,7 +84,7 @@ func TestMemoryAgainstMachine(t *testing.T) {
 	if longest.line != 2 {
 		t.Fatalf("longest row %+v, want line 2", longest)
 	}
-	est, err := estimateStep(cfg, s.Model.Config, longest.prompt, longest.target)
+	est, err := estimateStep(s, longest.prompt, longest.target)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,21 +6,25 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/dgtune/dgtune/estimate"
+	"github.com/dgtune/dgtune/lora"
 	dg "github.com/dgtune/dgtune/model/diffusiongemma"
 	"github.com/dgtune/dgtune/mx"
+	"github.com/dgtune/dgtune/mx/shapeeng"
 )
 
 func estimateCommand() *cobra.Command {
 	var modelDir, preset, bits string
-	var rank, promptLen, canvasLen, numLayers int
+	var rank, promptLen, canvasLen, numLayers, threads int
 	var needed, gradCheckpoint, mapped, asJSON bool
 	cmd := &cobra.Command{
 		Use:   "estimate (--model DIR | --preset NAME [--bits 4]) --rank R --prompt-len N --canvas-len L [--grad-checkpoint]",
 		Short: "Predict a LoRA training step's peak memory on the go engine from shapes alone",
-		Long: "Predict peak memory from the config alone (no weights are read): base weights (packed codes and\n" +
-			"scales per the quantization map; the parts the go engine uses in place from the mapped checkpoint are\n" +
-			"not in Go's heap), LoRA parameters, gradients, AdamW state, the activations the backward keeps (with\n" +
-			"--grad-checkpoint: the layer boundaries plus one layer re-run), and Go's GC headroom (GOGC=100) on the heap.",
+		Long: "Predict peak memory from the config alone (no weights are read): the training step runs on a shape-only\n" +
+			"engine that records every array's size and lifetime as the go engine holds it — base weights (packed codes\n" +
+			"and scales per the quantization map; the parts the go engine uses in place from the mapped checkpoint are\n" +
+			"not in Go's heap), LoRA parameters, AdamW state, the graph the backward keeps, its cotangents and scratch —\n" +
+			"and reports what is alive at the peak, plus Go's GC headroom (GOGC=100) on the heap.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var cfg *dg.Config
@@ -42,8 +46,10 @@ func estimateCommand() *cobra.Command {
 					return err
 				}
 			}
-			opt := dg.EstimateOptions{Quantization: q, Rank: rank, NumLayers: numLayers, PromptLen: promptLen, CanvasLen: canvasLen,
-				GCPercent: 100, GradCheckpoint: gradCheckpoint, MappedWeights: mapped}
+			lc := lora.DefaultConfig()
+			lc.Rank, lc.NumLayers = rank, numLayers
+			opt := estimate.Options{Quantization: q, LoRA: lc, PromptLen: promptLen, CanvasLen: canvasLen,
+				GCPercent: 100, GradCheckpoint: gradCheckpoint, MappedWeights: mapped, Threads: threads}
 			if bits != "" {
 				// What probe mkmodel --bits writes: bfloat16 scales and norms when quantized.
 				opt.StoredDType = mx.Float32
@@ -52,9 +58,9 @@ func estimateCommand() *cobra.Command {
 				}
 			}
 			if needed {
-				opt.Retention = dg.RetainNeeded
+				opt.Retention = shapeeng.RetainNeeded
 			}
-			est, err := opt.Estimate(cfg)
+			est, err := estimate.Step(cfg, opt)
 			if err != nil {
 				return err
 			}
@@ -83,7 +89,8 @@ func estimateCommand() *cobra.Command {
 	f.IntVar(&numLayers, "num-layers", -1, "adapted layers (-1 = all)")
 	f.IntVar(&promptLen, "prompt-len", 512, "prompt tokens")
 	f.IntVar(&canvasLen, "canvas-len", 256, "canvas tokens")
-	f.BoolVar(&needed, "needed-only", false, "count only what the backward reads (a leaner engine's floor)")
+	f.BoolVar(&needed, "needed-only", false, "free each array after its last reader (a leaner engine's floor)")
+	f.IntVar(&threads, "threads", 0, "the go engine's GOMAXPROCS, whose workers each keep packing buffers (0: this machine's)")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object (totals in bytes) instead of the breakdown")
 	f.BoolVar(&gradCheckpoint, "grad-checkpoint", false, "a step with grad_checkpoint: true (per-layer recomputation)")
 	f.BoolVar(&mapped, "mapped", true, "weights loaded in place from the mapped checkpoint where their dtype allows (the go engine); false: all heap copies")

@@ -48,8 +48,8 @@ func (lc *LayerCache) trim(window int) {
 // decoderKeyStart is the first of the encoded positions 0..encoded−1 that the decoder
 // attends to (§3.6.2): all of them on full layers; on sliding layers only the last
 // window−1, the same run for every canvas token. The decoding paths (DecodeHidden,
-// fusedAttention) and the memory estimate read the rule from here. A non-positive window
-// (which Validate rejects) reads as no window, as the estimate has always treated it.
+// fusedAttention) read the rule from here, and the memory estimate runs them. A
+// non-positive window (which Validate rejects) reads as no window.
 func (t *TextConfig) decoderKeyStart(full bool, encoded int) int {
 	if full || t.SlidingWindow <= 0 {
 		return 0

@@ -12,7 +12,8 @@
 // layerspec.go lists every text-model tensor once (tensorTable): its name, its logical shape
 // as a function of the config, its kind (which decides whether it is quantizable) and the
 // Model field that holds it. Build, ExpectedTensors, LoRAKeys/LoRATargets, LinearSlot,
-// DenseTensors and the memory estimate's weight part iterate it; a new tensor is one row.
+// DenseTensors and the memory estimate's weights (StoredTensors, WeightArrays) iterate it; a
+// new tensor is one row.
 //
 // # Loading a config
 //

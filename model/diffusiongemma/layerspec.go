@@ -11,7 +11,8 @@ import (
 // logical shape as a function of the config, whether it is quantizable, and where it lives
 // in a Model. Loading (Build), the expected-tensor list (ExpectedTensors), the LoRA targets
 // (LoRAKeys, LoRATargets), module lookup (LinearSlot, DenseTensors) and the memory
-// estimate's weight part all iterate it, so a new tensor is one row here.
+// estimate's weights (StoredTensors, WeightArrays) all iterate it, so a new tensor is one
+// row here.
 
 // TensorKind says what a tensor of the table is, which decides how it is loaded, whether
 // it is quantizable and which field type holds it.

@@ -183,7 +183,7 @@ func rowBlocks(rows int, seed, stream uint64, fn func(lo, hi int, rng *rand.Rand
 // drawPlain draws an unquantized tensor (norms, scalars, router scales) as Synthesize's
 // rules do, stored in bfloat16.
 func drawPlain(ts TensorSpec, seed, stream uint64) []byte {
-	n := int(prod(ts.Shape))
+	n := prodInt(ts.Shape)
 	lo, hi := 0.9, 1.1
 	if strings.HasSuffix(ts.Name, "per_expert_scale") {
 		lo, hi = 0.8, 1.2
@@ -200,7 +200,7 @@ func drawPlain(ts TensorSpec, seed, stream uint64) []byte {
 // (uniform in ±√(3/in), ±1 for the embedding), stored in bfloat16.
 func drawDense(ts TensorSpec, seed, stream uint64) []byte {
 	in := ts.Shape[len(ts.Shape)-1]
-	rows := int(prod(ts.Shape[:len(ts.Shape)-1]))
+	rows := prodInt(ts.Shape[:len(ts.Shape)-1])
 	a := math.Sqrt(3 / float64(in))
 	if strings.HasSuffix(ts.Module, "embed_tokens") {
 		a = 1
@@ -222,7 +222,7 @@ func drawQuantized(ts TensorSpec, bits, group int, seed, stream uint64) (w, s, b
 		return w, s, b, err
 	}
 	in := ts.Shape[len(ts.Shape)-1]
-	rows := int(prod(ts.Shape[:len(ts.Shape)-1]))
+	rows := prodInt(ts.Shape[:len(ts.Shape)-1])
 	wpr, gpr := wShape[len(wShape)-1], sShape[len(sShape)-1]
 	a := math.Sqrt(3 / float64(in))
 	if strings.HasSuffix(ts.Module, "embed_tokens") {

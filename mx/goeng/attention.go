@@ -100,7 +100,7 @@ const maxScratch = 1 << 23
 // each product as Gemm alone, and rows are independent.
 func (a *attention) eachGroup(per int, buf []float32, fn func(b0, b1 int, buf []float32)) {
 	nb := a.b * a.hkv
-	g := max(1, min(nb, maxScratch/max(per, 1)))
+	g := groupBlocks(nb, per)
 	if len(buf) < g*per {
 		buf = uninit.Float32s(g * per) // every element is written before it is read
 	}
@@ -108,6 +108,36 @@ func (a *attention) eachGroup(per int, buf []float32, fn func(b0, b1 int, buf []
 		b1 := min(nb, b0+g)
 		fn(b0, b1, buf[:(b1-b0)*per])
 	}
+}
+
+// groupBlocks is how many of nb blocks of per floats of scratch each eachGroup takes at
+// once: as many as fit maxScratch, at least one.
+func groupBlocks(nb, per int) int { return max(1, min(nb, maxScratch/max(per, 1))) }
+
+// AttentionMemory is what one ScaledDotProductAttention call holds besides its operands,
+// its output and the log-sum-exp of every query row (float64, kept for the backward), in
+// float32 elements.
+type AttentionMemory struct {
+	// Kept is the forward's probabilities, handed to the backward (which drops them once
+	// used) when they fit maxKeptScores; 0 otherwise.
+	Kept int
+	// ForwardScratch is the score blocks the forward holds while it runs when it keeps
+	// none (Kept then holds them).
+	ForwardScratch int
+	// BackwardScratch is what the backward holds while it runs: dP beside the kept
+	// probabilities, or the recomputed probabilities and dP of a group of blocks.
+	BackwardScratch int
+}
+
+// AttentionMemoryOf is the AttentionMemory of a call with batch b, hq query heads over hkv
+// kv heads, lq queries and lk keys: the bounds ScaledDotProductAttention works within,
+// for a memory estimate to count (package shapeeng).
+func AttentionMemoryOf(b, hq, hkv, lq, lk int) AttentionMemory {
+	nb, per := b*hkv, (hq/max(hkv, 1))*lq*lk
+	if nb*per <= maxKeptScores {
+		return AttentionMemory{Kept: nb * per, BackwardScratch: nb * per}
+	}
+	return AttentionMemory{ForwardScratch: groupBlocks(nb, per) * per, BackwardScratch: groupBlocks(nb, 2*per) * 2 * per}
 }
 
 // eachRow runs body(blk, row, i) over every row of blocks b0..b1−1 in parallel, i being
@@ -161,9 +191,9 @@ func (a *attention) forward() (out []float32, lse []float64) {
 	out = make([]float32, a.b*a.hq*a.lq*dv)
 	lse = make([]float64, a.b*a.hq*a.lq)
 	var ps []sgemm.Product
-	if nb := a.b * a.hkv; nb*r*lk <= maxKeptScores {
+	if kept := AttentionMemoryOf(a.b, a.hq, a.hkv, a.lq, a.lk).Kept; kept > 0 {
 		// One group whose buffer is the backward's P: eachGroup then makes it once.
-		a.kept = uninit.Float32s(nb * r * lk)
+		a.kept = uninit.Float32s(kept)
 	}
 	a.eachGroup(r*lk, a.kept, func(b0, b1 int, p []float32) {
 		sgemm.Batch(a.scoreProducts(ps[:0], b0, b1, p))

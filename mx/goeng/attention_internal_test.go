@@ -142,3 +142,29 @@ func TestAttentionKeptMatchesRecomputed(t *testing.T) {
 }
 
 func triple(a, b, c *tensor) [3][]float32 { return [3][]float32{a.f32(), b.f32(), c.f32()} }
+
+// TestAttentionMemoryOf: the plan is what a call holds. Four query heads over two kv heads
+// and 8 queries by 16 keys: 2 blocks × 2·8 rows × 16 keys = 512 probabilities, kept for the
+// backward (dP as large). Over 1100 queries and keys, 2·2·1100·1100 = 4.84e6 > 2^21: none
+// kept; the forward scores both blocks at once (2·2.42e6 floats ≤ 2^23) and the backward one
+// block's P and dP at a time (2·2.42e6).
+func TestAttentionMemoryOf(t *testing.T) {
+	for _, tc := range []struct {
+		lq, lk int
+		want   AttentionMemory
+	}{
+		{8, 16, AttentionMemory{Kept: 512, BackwardScratch: 512}},
+		{1100, 1100, AttentionMemory{ForwardScratch: 4840000, BackwardScratch: 4840000}},
+	} {
+		if got := AttentionMemoryOf(1, 4, 2, tc.lq, tc.lk); got != tc.want {
+			t.Errorf("%d×%d: %+v, want %+v", tc.lq, tc.lk, got, tc.want)
+		}
+		q := newTensor([]int{1, 4, tc.lq, 8}, mx.Float32, make([]float32, 4*tc.lq*8))
+		kv := newTensor([]int{1, 2, tc.lk, 8}, mx.Float32, make([]float32, 2*tc.lk*8))
+		a := newAttention(q, kv, kv, 1, nil)
+		a.forward()
+		if len(a.kept) != tc.want.Kept {
+			t.Errorf("%d×%d: the forward kept %d probabilities, the plan says %d", tc.lq, tc.lk, len(a.kept), tc.want.Kept)
+		}
+	}
+}

@@ -117,3 +117,23 @@ func TestTranspose8(t *testing.T) {
 		}
 	}
 }
+
+// TestScratch: the real geometry's head input gradient, g [256, 262144] by the decoded
+// embedding [262144, 2816], is a single block of rows (256 ≤ mcPackedMax) cut into column
+// tiles, so on several workers its A is packed once for all of them: 258·262144 floats
+// (the rows rounded up to the 6-row micro-panel). On one worker nothing is shared. Each
+// worker's buffers hold at most an A block, a B slab and a row of sums.
+func TestScratch(t *testing.T) {
+	bound := roundUp(mcPackedMax, 2*mr)*kcMax + kcMax*roundUp(ncMax, nr) + ncMax
+	for _, tc := range []struct {
+		workers, wantShared int
+	}{{16, 258 * 262144}, {1, 0}} {
+		per, shared, running := Scratch(256, 2816, 262144, false, false, true, tc.workers)
+		if shared != tc.wantShared || running < 1 || running > tc.workers || per <= 0 || per > bound {
+			t.Errorf("%d workers: per worker %d (at most %d), shared %d, running %d; want shared %d", tc.workers, per, bound, shared, running, tc.wantShared)
+		}
+	}
+	if per, shared, running := Scratch(0, 8, 8, false, false, false, 4); per != 0 || shared != 0 || running != 0 {
+		t.Errorf("empty product: %d, %d, %d; want nothing", per, shared, running)
+	}
+}

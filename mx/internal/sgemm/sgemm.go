@@ -464,49 +464,11 @@ func releaseShared(plans []plan) {
 // each problem is one task; every goroutine is meant to get about two tasks' worth of
 // work, so a problem gets tiles in proportion to its share of the multiply-adds.
 func runBatch(ps []*problem, ks kernels, workers int) {
-	var plans []plan
-	total := 0
-	for _, p := range ps {
-		if p.m == 0 || p.n == 0 {
-			continue
-		}
-		if p.k == 0 {
-			if !p.acc {
-				for i := range p.m {
-					clear(p.c[i*p.ldc : i*p.ldc+p.n])
-				}
-			}
-			if p.then != nil {
-				p.then(0, p.m, 0, p.n)
-			}
-			continue
-		}
-		plans = append(plans, newPlan(p, ks))
-		total += p.m * p.n * p.k
-	}
+	plans, first, sz, workers := planBatch(ps, ks, workers)
 	if len(plans) == 0 {
 		return
 	}
-	if total < minParallel {
-		workers = 1
-	}
-	// No more goroutines than there are minParallel units of work: on a many-core
-	// machine a small product is not spread so thin that starting goroutines dominates.
-	workers = min(workers, max(1, total/minParallel))
-	// first[i] is the number of the first task of plan i; tasks are numbered plan by plan.
-	first := make([]int, len(plans)+1)
-	var sz bufSizes
-	for i := range plans {
-		pl := &plans[i]
-		if workers > 1 {
-			share := pl.m * pl.n * pl.k
-			pl.cut(int((int64(2*workers)*int64(share) + int64(total) - 1) / int64(total)))
-		}
-		first[i+1] = first[i] + pl.tilesM*pl.tilesN
-		sz.fit(pl)
-	}
 	tasks := first[len(plans)]
-	workers = max(1, min(workers, tasks))
 	packThinB(plans)
 	defer releaseShared(plans)
 	if workers > 1 {
@@ -534,6 +496,78 @@ func runBatch(ps []*problem, ks kernels, workers int) {
 		}
 	}
 	par.Run(workers, work)
+}
+
+// planBatch plans the tiles of checked problems for at most workers goroutines: the
+// plans of the problems with work (problems with an empty C or K are finished here),
+// first[i] the number of plan i's first task (tasks are numbered plan by plan), the
+// buffers each worker needs and the number of workers to start.
+func planBatch(ps []*problem, ks kernels, workers int) ([]plan, []int, bufSizes, int) {
+	var plans []plan
+	total := 0
+	for _, p := range ps {
+		if p.m == 0 || p.n == 0 {
+			continue
+		}
+		if p.k == 0 {
+			if !p.acc {
+				for i := range p.m {
+					clear(p.c[i*p.ldc : i*p.ldc+p.n])
+				}
+			}
+			if p.then != nil {
+				p.then(0, p.m, 0, p.n)
+			}
+			continue
+		}
+		plans = append(plans, newPlan(p, ks))
+		total += p.m * p.n * p.k
+	}
+	if len(plans) == 0 {
+		return nil, nil, bufSizes{}, 0
+	}
+	if total < minParallel {
+		workers = 1
+	}
+	// No more goroutines than there are minParallel units of work: on a many-core
+	// machine a small product is not spread so thin that starting goroutines dominates.
+	workers = min(workers, max(1, total/minParallel))
+	first := make([]int, len(plans)+1)
+	var sz bufSizes
+	for i := range plans {
+		pl := &plans[i]
+		if workers > 1 {
+			share := pl.m * pl.n * pl.k
+			pl.cut(int((int64(2*workers)*int64(share) + int64(total) - 1) / int64(total)))
+		}
+		first[i+1] = first[i] + pl.tilesM*pl.tilesN
+		sz.fit(pl)
+	}
+	return plans, first, sz, max(1, min(workers, first[len(plans)]))
+}
+
+// Scratch is the float32 scratch Gemm of op(A) [m, k] by op(B) [k, n] — GemmPacked when
+// packed (a decoded B, a quantized weight) — takes on at most workers goroutines, as
+// runBatch plans it: perWorker is each of the running workers' packing buffers, which a
+// pool recycles from product to product, and shared the operands packed once for all the
+// tiles (packed A, a thin product's B), back to their pool when the product ends. A
+// memory estimate reads it (package shapeeng).
+func Scratch(m, n, k int, ta, tb, packed bool, workers int) (perWorker, shared, running int) {
+	p := &problem{ta: Trans(ta), tb: Trans(tb), m: m, n: n, k: k}
+	if packed {
+		p.pack = func([]float32, int, int, int, int) {}
+	}
+	plans, _, sz, running := planBatch([]*problem{p}, defaultKernels(), workers)
+	for i := range plans {
+		pl := &plans[i]
+		if pl.thin {
+			shared += roundUp(pl.n, nr) * pl.k
+		}
+		if running > 1 && pl.tilesM == 1 && pl.tilesN >= 2 {
+			shared += roundUp(pl.m, mr) * pl.k
+		}
+	}
+	return sz.a + sz.b + sz.row, shared, running
 }
 
 // queue hands out the tasks (tiles) of a batch's plans, numbered plan by plan.
