@@ -9,6 +9,11 @@ import (
 // ParamLinear is a linear that owns trainable arrays (a LoRA adapter). A checkpointed
 // layer must receive every array it differentiates as an explicit input, so it takes
 // them out with Params and runs the layer on copies made by WithParams.
+//
+// This is not optim.ValueAndGrad's install/restore protocol, on purpose: the layer is
+// recomputed during the backward pass, while the outer ValueAndGrad still has its traced
+// arrays installed in the shared linears, so the recompute must not install anything
+// into them; it works on copies and leaves the model as it found it.
 type ParamLinear interface {
 	Linear
 	// Params returns the trainable arrays, in a fixed order.
