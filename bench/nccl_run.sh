@@ -6,10 +6,12 @@
 #
 # Needs MLX with CUDA *and NCCL* plus mlx-c under /opt/mlx (the offline kit's build.sh finds NCCL in the
 # torch venv's wheel: its log says "NCCL 2.x: … (linked, not dlopen'ed)"; preflight checks), and, in
-# SCRATCH/bin, binaries built on the development machine:
-#   train-mlx     go build -tags mlx -o SCRATCH/bin/train-mlx ./cmd/train     (against MLX's CPU build in /opt/mlx)
-#   probe-go      CGO_ENABLED=0 go build -o SCRATCH/bin/probe-go ./cmd/probe  (speed: the model and data)
-#   mlxeng.test   go test -c -tags mlx -o SCRATCH/bin/mlxeng.test ./mx/mlxeng (optional: preflight's all_sum)
+# SCRATCH/bin, binaries built on the development machine (with the CGO flags of MLX's CPU build in
+# /opt/mlx; stripped, the three pack into a 23 MB .tar.xz to carry):
+#   train-mlx     go build -tags mlx -trimpath -ldflags='-s -w' -o .devbin/nccl/train-mlx ./cmd/train
+#   probe-go      CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o .devbin/nccl/probe-go ./cmd/probe
+#   mlxeng.test   go test -c -tags mlx -trimpath -ldflags='-s -w' -o .devbin/nccl/mlxeng.test ./mx/mlxeng
+#   tar cf - -C .devbin nccl | xz -T2 > .devbin/nccl.tar.xz    # on the device: tar xJf … and SCRATCH/bin = that nccl/
 #
 # ITEMS picks groups (default: all, in this order; one device call runs at most 600 s, so pass a few at
 # a time). Each item runs under its own timeout into RESULTS/<item>.txt ending "#rc=… seconds=…"; an item
