@@ -51,7 +51,7 @@ type Config struct {
 	MaxSeqLength      int    `mapstructure:"max_seq_length" help:"cap on prompt + canvas tokens: max_prompt becomes at most max_seq_length - max_canvas (0 = no cap; mlx-lm)"`
 	MaskPrompt        bool   `mapstructure:"mask_prompt" help:"score only the completion: always so for the denoising objective (false is an error; mlx-lm)"`
 
-	Distributed        string `mapstructure:"distributed" help:"join a data-parallel group: ring, mpi or any (MLX's backends); empty: only when started as a rank (MLX_RANK + MLX_HOSTFILE, mpirun)"`
+	Distributed        string `mapstructure:"distributed" help:"join a data-parallel group: ring, nccl, mpi or any (MLX's backends; any takes NCCL first on a CUDA build, as MLX does); empty: only when started as a rank (MLX_RANK + MLX_HOSTFILE, MLX_RANK + MLX_WORLD_SIZE + NCCL_HOST_IP + NCCL_PORT, mpirun)"`
 	DistributedTimeout int    `mapstructure:"distributed_timeout" help:"seconds without word from a peer rank before the run stops (twice this for the group to form)"`
 
 	MaxCanvas     int     `mapstructure:"max_canvas" help:"truncate completions to this many tokens (the canvas length)"`

@@ -64,7 +64,7 @@ func TestBadConfigs(t *testing.T) {
 		{"batch_size: 0\n", "batch_size 0"},
 		{"t_min: 1.5\n", "t_min 1.5"},
 		{"fine_tune_type: full\ngrad_checkpoint: true\n", "grad_checkpoint: needs fine_tune_type lora"},
-		{"distributed: nccl\n", `distributed "nccl": want one of ring, mpi, any`},
+		{"distributed: jaccl\n", `distributed "jaccl": want one of ring, nccl, mpi, any`},
 		{"distributed_timeout: 0\n", "distributed_timeout 0: must be at least 1 second"},
 	}
 	for _, c := range cases {
@@ -75,6 +75,17 @@ func TestBadConfigs(t *testing.T) {
 	}
 	if _, err := Load(filepath.Join(t.TempDir(), "missing.yaml"), nil); err == nil {
 		t.Error("missing file: no error")
+	}
+}
+
+// TestDistributedBackends: every backend MLX's distributed layer offers dgtune is a
+// value of distributed, read as written.
+func TestDistributedBackends(t *testing.T) {
+	for _, v := range []string{"ring", "nccl", "mpi", "any"} {
+		c, err := Load(writeYAML(t, "distributed: "+v+"\n"), nil)
+		if err != nil || c.Distributed != v {
+			t.Errorf("distributed: %s: Load = %q, %v", v, c.Distributed, err)
+		}
 	}
 }
 

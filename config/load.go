@@ -329,7 +329,7 @@ func (c Config) Validate() error {
 	c.validateObjective(bad)
 	c.validateRecipe(bad)
 	if c.Distributed != "" {
-		oneOf("distributed", c.Distributed, "ring", "mpi", "any")
+		oneOf("distributed", c.Distributed, "ring", "nccl", "mpi", "any")
 	}
 	if c.DistributedTimeout < 1 {
 		bad("distributed_timeout %d: must be at least 1 second", c.DistributedTimeout)

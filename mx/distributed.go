@@ -1,20 +1,28 @@
 package mx
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 )
 
+// ErrNoBackend is a distributed backend that this build of the engine does not have
+// (MLX has NCCL only when built with CUDA and NCCL).
+var ErrNoBackend = errors.New("no such distributed backend in this build")
+
 // Distributed is the optional capability of an engine that can join a group of
 // processes and reduce arrays across it (MLX's distributed layer: ring over TCP or
-// Thunderbolt, MPI). The go engine does not have it.
+// Thunderbolt, NCCL between GPUs, MPI). The go engine does not have it.
 type Distributed interface {
 	// JoinGroup joins the group the environment describes (MLX_RANK + MLX_HOSTFILE for
-	// the ring, mpirun's variables for MPI) with backend "ring", "mpi" or "any". With
-	// strict, failing to form a group of the backend is an error; without, a process
-	// nobody launched as a rank gets a group of one. It blocks until every rank has
-	// connected.
+	// the ring; MLX_RANK, MLX_WORLD_SIZE, NCCL_HOST_IP and NCCL_PORT for NCCL; mpirun's
+	// variables for MPI) with backend "ring", "nccl", "mpi" or "any". With strict,
+	// failing to form a group of the backend is an error; without, a process nobody
+	// launched as a rank gets a group of one. It blocks until every rank has connected.
+	// A backend the build lacks is an error wrapping ErrNoBackend.
 	JoinGroup(backend string, strict bool) (GroupImpl, error)
+	// HasBackend reports whether this build has the named backend.
+	HasBackend(backend string) bool
 }
 
 // GroupImpl is an engine's group. Callers use Group.
@@ -42,14 +50,21 @@ func HasDistributed(e Engine) bool {
 	return ok
 }
 
+// HasBackend reports whether e can join groups of the named distributed backend (false
+// for an engine without a distributed layer).
+func HasBackend(e Engine, backend string) bool {
+	d, ok := e.(Distributed)
+	return ok && d.HasBackend(backend)
+}
+
 // JoinGroup joins the group of processes the environment describes; see
 // Distributed.JoinGroup. An engine without a distributed layer returns an error that
 // says how to get one.
 func JoinGroup(e Engine, backend string, strict bool) (*Group, error) {
 	switch backend {
-	case "ring", "mpi", "any":
+	case "ring", "nccl", "mpi", "any":
 	default:
-		return nil, fmt.Errorf("mx: distributed backend %q: want ring, mpi or any", backend)
+		return nil, fmt.Errorf("mx: distributed backend %q: want ring, nccl, mpi or any", backend)
 	}
 	d, ok := e.(Distributed)
 	if !ok {

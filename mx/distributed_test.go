@@ -15,13 +15,16 @@ func TestGoEngineHasNoGroup(t *testing.T) {
 	if mx.HasDistributed(e) {
 		t.Fatal("the go engine claims a distributed layer")
 	}
-	for _, bk := range []string{"ring", "mpi", "any"} {
+	for _, bk := range []string{"ring", "nccl", "mpi", "any"} {
 		_, err := mx.JoinGroup(e, bk, true)
 		if err == nil || !strings.Contains(err.Error(), "-tags mlx") {
 			t.Errorf("%s: err = %v, want one that says to build with -tags mlx", bk, err)
 		}
+		if mx.HasBackend(e, bk) {
+			t.Errorf("HasBackend(go, %s) = true", bk)
+		}
 	}
-	if _, err := mx.JoinGroup(e, "nccl", true); err == nil || !strings.Contains(err.Error(), `backend "nccl"`) {
-		t.Errorf("nccl: err = %v", err)
+	if _, err := mx.JoinGroup(e, "jaccl", true); err == nil || !strings.Contains(err.Error(), `backend "jaccl": want ring, nccl, mpi or any`) {
+		t.Errorf("jaccl: err = %v", err)
 	}
 }

@@ -21,7 +21,7 @@
 // cheap no-ops beyond dropping references; the garbage collector does the rest.
 //
 // Distributed: an engine may also implement Distributed (the mlx engine does, over
-// MLX's ring and MPI backends): JoinGroup joins the group of processes the environment
+// MLX's ring, NCCL and MPI backends): JoinGroup joins the group of processes the environment
 // describes, and Group.AllSum sums arrays across it, returning an error when a peer is
 // lost. The go engine runs alone.
 //

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"strconv"
 	"strings"
@@ -32,6 +33,7 @@ type cluster struct {
 	backend    string
 	source     string   // what described the group, for messages
 	addrs      []string // ring: each rank's address
+	coord      string   // nccl: rank 0's NCCL_HOST_IP:NCCL_PORT
 	group      *mx.Group
 	watch      *peers.Watch
 	timeout    time.Duration
@@ -71,11 +73,14 @@ func alone(cfg config.Config, opt Options) *cluster {
 
 // joinCluster joins the group the environment and cfg.Distributed describe, or returns
 // a cluster of one. Forming the group is bounded by twice distributed_timeout: MLX's
-// ring waits for its neighbours without a limit, so past that the process ends with
-// an error that says which ranks it was waiting for.
+// ring waits for its neighbours without a limit (and NCCL's rank 0 for the others), so
+// past that the process ends with an error that says which ranks it was waiting for.
 func joinCluster(cfg config.Config, opt Options) (*cluster, error) {
 	c := alone(cfg, opt)
-	w, err := launch.Detect(cfg.Distributed, os.Getenv)
+	w, err := launch.Detect(cfg.Distributed, os.Getenv, func() bool {
+		e, err := mx.Open(cfg.Backend)
+		return err == nil && mx.HasBackend(e, "nccl")
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -92,7 +97,7 @@ func joinCluster(cfg config.Config, opt Options) (*cluster, error) {
 		}
 		return nil, fmt.Errorf("distributed training (%d ranks, from %s) needs the mlx engine, and this run's engine is %s: build with -tags mlx (see README) and use backend mlx or auto", w.Size, w.Source, e.Name())
 	}
-	c.backend, c.source, c.addrs, c.rank, c.size = w.Backend, w.Source, w.Addrs, w.Rank, w.Size
+	c.backend, c.source, c.addrs, c.coord, c.rank, c.size = w.Backend, w.Source, w.Addrs, w.Coordinator, w.Rank, w.Size
 	c.timeout = time.Duration(cfg.DistributedTimeout) * time.Second
 	formed := make(chan struct{})
 	go func() {
@@ -105,6 +110,9 @@ func joinCluster(cfg config.Config, opt Options) (*cluster, error) {
 	g, err := mx.JoinGroup(e, w.Backend, w.Backend != "any")
 	close(formed)
 	if err != nil {
+		if errors.Is(err, mx.ErrNoBackend) && w.Backend == "nccl" {
+			return nil, fmt.Errorf("distributed: nccl (%d ranks, from %s): this MLX build has no NCCL backend, which MLX has only when built with CUDA and NCCL (see README, Distributed training); without GPUs use distributed: ring", w.Size, w.Source)
+		}
 		hint := ""
 		if w.Backend == "mpi" {
 			hint = " (MLX loads Open MPI's libmpi.so, libmpi.dylib on macOS; set MLX_MPI_LIBNAME to its file name if it has another, e.g. libmpi.so.40)"
@@ -120,15 +128,19 @@ func joinCluster(cfg config.Config, opt Options) (*cluster, error) {
 		return c, nil // distributed: any (or mpi) and a group of one
 	}
 	c.group, c.rank, c.size = g, g.Rank(), g.Size()
-	if len(c.addrs) == c.size {
+	if len(c.addrs) == c.size || c.coord != "" {
 		if err := c.startWatch(); err != nil {
 			return nil, err
 		}
 	}
+	gpu := ""
+	if v, set := os.LookupEnv("CUDA_VISIBLE_DEVICES"); set && c.backend == "nccl" {
+		gpu = ", CUDA_VISIBLE_DEVICES=" + v
+	}
 	if c.rank == 0 {
-		fmt.Fprintf(c.log, "distributed: %d ranks over MLX's %s backend (%s); rank 0 writes %s\n", c.size, c.backend, c.source, cfg.AdapterPath)
+		fmt.Fprintf(c.log, "distributed: %d ranks over MLX's %s backend (%s%s); rank 0 writes %s\n", c.size, c.backend, c.source, gpu, cfg.AdapterPath)
 	} else {
-		fmt.Fprintf(c.log, "distributed: rank %d of %d joined (%s backend); rank 0 reports progress and writes the files\n", c.rank, c.size, c.backend)
+		fmt.Fprintf(c.log, "distributed: rank %d of %d joined (%s backend%s); rank 0 reports progress and writes the files\n", c.rank, c.size, c.backend, gpu)
 	}
 	return c, nil
 }
@@ -139,31 +151,55 @@ func (c *cluster) formationError() error {
 	}
 	right, left := (c.rank+1)%c.size, (c.rank+c.size-1)%c.size
 	where := ""
-	if len(c.addrs) == c.size {
+	switch {
+	case len(c.addrs) == c.size:
 		where = fmt.Sprintf(" check that this machine reaches rank %d at %s and that rank %d reaches it at %s;", right, c.addrs[right], left, c.addrs[c.rank])
+	case c.coord != "":
+		where = fmt.Sprintf(" check that every rank reaches rank 0 at %s (NCCL_HOST_IP:NCCL_PORT);", c.coord)
 	}
 	return fmt.Errorf("distributed: rank %d of %d: the group did not form within %s:%s every rank must be started (the same %s, each its own rank)", c.rank, c.size, 2*c.timeout, where, c.source)
 }
 
-// startWatch opens the side channel to the ring neighbours, on the hosts of the ring's
-// own addresses, and starts the goroutine that ends the run when it reports a loss.
+// startWatch opens the side channel to the ring neighbours (rank−1 and rank+1, on
+// NCCL too), on the hosts of the ring's own addresses, and starts the goroutine that
+// ends the run when it reports a loss. NCCL's variables name rank 0's host alone, so
+// there each rank listens on the address it reaches rank 0 from and tells the others.
 func (c *cluster) startWatch() error {
-	hosts := make([]string, c.size)
-	for i, a := range c.addrs {
-		hosts[i] = launch.HostOf(a)
+	ring := len(c.addrs) == c.size
+	var own netip.Addr // nccl: the address this rank tells the others
+	var listenOn string
+	if ring {
+		listenOn = launch.HostOf(c.addrs[c.rank])
+	} else {
+		a, err := launch.LocalIPv4(c.coord)
+		if err != nil {
+			return fmt.Errorf("distributed: the address this rank reaches rank 0 (%s) from: %w", c.coord, err)
+		}
+		own, listenOn = a, a.String()
 	}
-	ln, err := peers.Listen(hosts[c.rank])
+	ln, err := peers.Listen(listenOn)
 	if err != nil {
 		return fmt.Errorf("distributed: %w", err)
 	}
-	rows, err := c.gather([]int32{int32(peers.Port(ln))})
+	row := []int32{int32(peers.Port(ln))}
+	if !ring {
+		for _, b := range own.As4() {
+			row = append(row, int32(b))
+		}
+	}
+	rows, err := c.gather(row)
 	if err != nil {
 		ln.Close()
 		return err
 	}
-	ports := make([]int, c.size)
+	hosts, ports := make([]string, c.size), make([]int, c.size)
 	for i, r := range rows {
 		ports[i] = int(r[0])
+		if ring {
+			hosts[i] = launch.HostOf(c.addrs[i])
+		} else {
+			hosts[i] = netip.AddrFrom4([4]byte{byte(r[1]), byte(r[2]), byte(r[3]), byte(r[4])}).String()
+		}
 	}
 	w, err := peers.Connect(peers.Options{Rank: c.rank, Size: c.size, Hosts: hosts, Timeout: c.timeout}, ln, ports)
 	if err != nil {
@@ -363,10 +399,16 @@ func (c *cluster) broadcast(b []byte) ([]byte, error) {
 	return out, nil
 }
 
-// reduceBucket bounds the elements of one gradient all_sum (mlx-lm uses 32 MiB
-// buckets too): one array per bucket keeps the ring's per-call latency off small
-// LoRA matrices, and a bound keeps the packed copy small for full fine-tuning.
+// reduceBucket bounds the elements of one gradient all_sum on the ring and MPI
+// (mlx-lm uses 32 MiB buckets too): one array per bucket keeps the ring's per-call
+// latency off small LoRA matrices, and a bound keeps the packed copy small for full
+// fine-tuning.
 const reduceBucket = 8 << 20
+
+// ncclBucket is NCCL's bound: it reduces a GPU buffer of any size at the link's speed,
+// so a LoRA gradient (the real recipe's 9.3M floats among them) goes in one all_sum per
+// step, and the bound only keeps a full fine-tune's packed copy at 1 GiB of float32.
+const ncclBucket = 256 << 20
 
 // sumArrays sums arrays over the ranks, together with a few host values (sent as
 // float32), packing them into flat buckets of one dtype.
@@ -379,10 +421,14 @@ func (c *cluster) sumArrays(e mx.Engine, xs []*mx.Array, host []float64) ([]*mx.
 		f[i] = float32(v)
 	}
 	items := append(append([]*mx.Array(nil), xs...), mx.FromFloat32(e, f, len(f)))
+	bucket := reduceBucket
+	if c.backend == "nccl" {
+		bucket = ncclBucket
+	}
 	out := make([]*mx.Array, len(items))
 	for start := 0; start < len(items); {
 		end, n := start, 0
-		for end < len(items) && items[end].DType() == items[start].DType() && (end == start || n+items[end].Size() <= reduceBucket) {
+		for end < len(items) && items[end].DType() == items[start].DType() && (end == start || n+items[end].Size() <= bucket) {
 			n += items[end].Size()
 			end++
 		}

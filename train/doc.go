@@ -8,8 +8,8 @@
 // from (seed, s, b), and validation corruption from (seed, example index). Resuming at
 // step k therefore replays exactly what an uninterrupted run would have done.
 //
-// A run started as one rank of a data-parallel group (MLX_RANK + MLX_HOSTFILE as
-// mlx.launch and train --launch set them, mpirun, or distributed: ring|mpi|any) trains
+// A run started as one rank of a data-parallel group (MLX's ring or NCCL variables as
+// mlx.launch and train --launch set them, mpirun, or distributed: ring|nccl|mpi|any) trains
 // its share of every global batch and sums gradients, losses and token counts with the
 // other ranks in one all_sum per step; only rank 0 writes. Because keys name examples by
 // their index in the global batch, the numbers do not depend on the number of ranks

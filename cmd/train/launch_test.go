@@ -11,14 +11,14 @@ import (
 )
 
 // TestRankArgs: the ranks get every flag the launcher got, slices re-joined, without
-// --launch and with the ring backend.
+// --launch and with the launch's backend.
 func TestRankArgs(t *testing.T) {
 	cmd := newCommand()
 	if err := cmd.Flags().Parse([]string{"--config", "x.yaml", "--iters", "3", "--launch", "2", "--distributed", "ring",
 		"--lora-parameters.keys", "self_attn.q_proj,mlp.down_proj", "--eval.noise-levels", "0.25,0.5", "--resume"}); err != nil {
 		t.Fatal(err)
 	}
-	got := rankArgs(cmd.Flags())
+	got := rankArgs(cmd.Flags(), "ring")
 	want := []string{"--config=x.yaml", "--eval.noise-levels=0.250000,0.500000", "--iters=3",
 		"--lora-parameters.keys=self_attn.q_proj,mlp.down_proj", "--resume=true", "--distributed=ring"}
 	if !slices.Equal(got, want) {
@@ -39,20 +39,45 @@ func TestRankArgs(t *testing.T) {
 func TestLaunchRefusals(t *testing.T) {
 	f := newFixture(t)
 	cfg := f.config(t, "")
-	t.Run("inside a rank", func(t *testing.T) {
-		t.Setenv("MLX_RANK", "0")
-		code, _, stderr := runMain("--config", cfg, "--launch", "2")
-		if code != 1 || !strings.Contains(stderr, "--launch starts ranks of its own") {
-			t.Errorf("exit %d: %s", code, stderr)
-		}
-	})
-	for _, tc := range []struct{ args []string }{
-		{[]string{"--launch", "-1"}},
-		{[]string{"--launch", "2", "--distributed", "mpi"}},
+	for _, v := range []string{"MLX_RANK", "MLX_HOSTFILE", "MLX_WORLD_SIZE"} {
+		t.Run("inside a rank: "+v, func(t *testing.T) {
+			t.Setenv(v, "0")
+			code, _, stderr := runMain("--config", cfg, "--launch", "2")
+			if code != 1 || !strings.Contains(stderr, "--launch starts ranks of its own") {
+				t.Errorf("exit %d: %s", code, stderr)
+			}
+		})
+	}
+	for _, tc := range []struct {
+		args []string
+		env  string // DGTUNE_DISTRIBUTED
+		want string
+	}{
+		{[]string{"--launch", "-1"}, "", "train: --launch -1: want a number of ranks\n"},
+		{[]string{"--launch", "2", "--distributed", "mpi"}, "", "train: --launch starts ring or NCCL ranks, not distributed: mpi (start MPI ranks with mpirun)\n"},
+		// distributed from the config's other sources counts too.
+		{[]string{"--launch", "2"}, "mpi", "train: --launch starts ring or NCCL ranks, not distributed: mpi (start MPI ranks with mpirun)\n"},
+		{[]string{"--launch", "2", "--distributed", "nccl"}, "", "train: --launch 2 over NCCL needs a GPU for each rank (NCCL cannot put two ranks on one), and CUDA_VISIBLE_DEVICES=0 lists 1\n"},
 	} {
+		t.Setenv("DGTUNE_DISTRIBUTED", tc.env)
+		t.Setenv("CUDA_VISIBLE_DEVICES", "0")
 		code, _, stderr := runMain(append([]string{"--config", cfg}, tc.args...)...)
-		if code != 1 || !strings.HasPrefix(stderr, "train: --launch") {
-			t.Errorf("%v: exit %d: %s", tc.args, code, stderr)
+		if code != 1 || stderr != tc.want {
+			t.Errorf("%v (DGTUNE_DISTRIBUTED=%s): exit %d: %q, want %q", tc.args, tc.env, code, stderr, tc.want)
+		}
+	}
+}
+
+// TestLaunchBackend: the config's distributed picks the launch's backend: ring and
+// nccl as named, empty and any as any (each rank then takes NCCL on a CUDA build with a
+// GPU of its own, as MLX's any would), mpi refused.
+func TestLaunchBackend(t *testing.T) {
+	for _, tc := range []struct{ distributed, want string }{
+		{"", "any"}, {"any", "any"}, {"ring", "ring"}, {"nccl", "nccl"}, {"mpi", ""},
+	} {
+		got, err := launchBackend(tc.distributed)
+		if got != tc.want || (err != nil) != (tc.want == "") {
+			t.Errorf("launchBackend(%q) = %q, %v; want %q", tc.distributed, got, err, tc.want)
 		}
 	}
 }

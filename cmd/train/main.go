@@ -36,7 +36,7 @@ func newCommand() *cobra.Command {
 				return err
 			}
 			if n, _ := cmd.Flags().GetInt("launch"); n > 1 {
-				return launchRanks(cmd, n)
+				return launchRanks(cmd, n, cfg.Distributed)
 			} else if n < 0 {
 				return fmt.Errorf("--launch %d: want a number of ranks", n)
 			}
@@ -78,7 +78,7 @@ func newCommand() *cobra.Command {
 	cmd.Flags().String("json", "", "also write the result as JSON to this file")
 	cmd.Flags().Bool("verbose", false, "print every resolved setting at start, not only those that differ from the defaults")
 	cmd.Flags().Bool("dry-run", false, "check the settings, model and data (token lengths, rows over max_prompt/max_canvas/the model's positions, the largest step's memory) and stop: nothing is trained or written")
-	cmd.Flags().Int("launch", 0, "run N ranks of a distributed run on this machine (ring backend on localhost, mlx engine)")
+	cmd.Flags().Int("launch", 0, "run N ranks of a distributed run on this machine (mlx engine): NCCL with a GPU per rank on a CUDA build, else MLX's ring on localhost (distributed: ring|nccl picks one)")
 	return cmd
 }
 

@@ -5,11 +5,13 @@ package mlxeng_test
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -20,15 +22,19 @@ import (
 )
 
 // The rank side of the distributed tests: the parent test runs this test binary once
-// per rank with DGTUNE_TEST_RANK_ROLE set, MLX_RANK and MLX_HOSTFILE as mlx.launch
-// sets them.
+// per rank with DGTUNE_TEST_RANK_ROLE set, and the variables of the backend
+// DGTUNE_TEST_BACKEND names (the ring when empty) as mlx.launch sets them.
 func TestDistributedRankProcess(t *testing.T) {
 	role := os.Getenv("DGTUNE_TEST_RANK_ROLE")
 	if role == "" {
 		t.Skip("run as a rank by TestDistributed*")
 	}
+	backend := os.Getenv("DGTUNE_TEST_BACKEND")
+	if backend == "" {
+		backend = "ring"
+	}
 	e := mlxEngine(t)
-	g, err := mx.JoinGroup(e, "ring", true)
+	g, err := mx.JoinGroup(e, backend, true)
 	if err != nil {
 		fmt.Printf("RESULT join error: %v\n", err)
 		return
@@ -74,7 +80,8 @@ func freePorts(t testing.TB, n int) []int {
 	return ports
 }
 
-// startRanks runs n ranks of this test binary with role and returns their outputs.
+// startRanks runs n ranks of this test binary with role on MLX's ring and returns
+// their outputs.
 func startRanks(t testing.TB, n int, role string, env ...string) []string {
 	t.Helper()
 	var hosts [][]string
@@ -86,11 +93,31 @@ func startRanks(t testing.TB, n int, role string, env ...string) []string {
 	if err := os.WriteFile(hostfile, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	return runRanks(t, n, role, func(r int) []string {
+		return append(slices.Clip(env), "MLX_HOSTFILE="+hostfile)
+	})
+}
+
+// startNCCLRanks runs n ranks of this test binary with role on MLX's NCCL backend, one
+// GPU each, with the variables mlx.launch --backend nccl sets, and returns their outputs.
+func startNCCLRanks(t testing.TB, n int, role string) []string {
+	t.Helper()
+	port := strconv.Itoa(freePorts(t, 1)[0])
+	return runRanks(t, n, role, func(r int) []string {
+		return []string{"DGTUNE_TEST_BACKEND=nccl", "MLX_WORLD_SIZE=" + strconv.Itoa(n), "NCCL_HOST_IP=127.0.0.1", "NCCL_PORT=" + port,
+			"CUDA_VISIBLE_DEVICES=" + strconv.Itoa(r), "NCCL_NVLS_ENABLE=0"}
+	})
+}
+
+// runRanks runs n ranks of this test binary with role, MLX_RANK and the variables
+// rankEnv gives each, and returns their outputs.
+func runRanks(t testing.TB, n int, role string, rankEnv func(r int) []string) []string {
+	t.Helper()
 	cmds := make([]*exec.Cmd, n)
 	outs := make([]*bytes.Buffer, n)
 	for r := range n {
 		cmds[r] = exec.Command(os.Args[0], "-test.run=^TestDistributedRankProcess$", "-test.v")
-		cmds[r].Env = append(append(os.Environ(), env...), "DGTUNE_TEST_RANK_ROLE="+role, "MLX_RANK="+strconv.Itoa(r), "MLX_HOSTFILE="+hostfile)
+		cmds[r].Env = append(append(os.Environ(), rankEnv(r)...), "DGTUNE_TEST_RANK_ROLE="+role, "MLX_RANK="+strconv.Itoa(r))
 		outs[r] = &bytes.Buffer{}
 		cmds[r].Stdout, cmds[r].Stderr = outs[r], outs[r]
 		if err := cmds[r].Start(); err != nil {
@@ -128,6 +155,47 @@ func TestDistributedAllSum(t *testing.T) {
 		want := fmt.Sprintf("rank %d size 2 sum [3 30 -0.75] [1 2]", r)
 		if got := resultLine(o); got != want {
 			t.Errorf("rank %d: %q, want %q\n%s", r, got, want, o)
+		}
+	}
+}
+
+// TestDistributedNCCLAllSum is TestDistributedAllSum over MLX's NCCL backend, one GPU
+// per rank (a CUDA build of MLX with NCCL, and two GPUs).
+func TestDistributedNCCLAllSum(t *testing.T) {
+	if !mlxEngine(t).HasBackend("nccl") {
+		t.Skip("this MLX build has no NCCL backend (MLX has one only when built with CUDA and NCCL)")
+	}
+	if gpus, _ := os.ReadDir("/proc/driver/nvidia/gpus"); len(gpus) < 2 {
+		t.Skipf("needs 2 GPUs, the driver lists %d", len(gpus))
+	}
+	outs := startNCCLRanks(t, 2, "sum")
+	for r, o := range outs {
+		want := fmt.Sprintf("rank %d size 2 sum [3 30 -0.75] [1 2]", r)
+		if got := resultLine(o); got != want {
+			t.Errorf("rank %d: %q, want %q\n%s", r, got, want, o)
+		}
+	}
+}
+
+// TestNCCLNotInThisBuild: joining NCCL with an MLX built without it (its CPU and Metal
+// builds) is an error that wraps mx.ErrNoBackend and says why, where MLX's own is
+// "Cannot initialize nccl distributed backend." — whether or not NCCL's variables are set.
+func TestNCCLNotInThisBuild(t *testing.T) {
+	e := mlxEngine(t)
+	if e.HasBackend("nccl") {
+		t.Skip("this MLX build has NCCL (TestDistributedNCCLAllSum covers it)")
+	}
+	if !e.HasBackend("ring") {
+		t.Error("HasBackend(ring) = false on Unix")
+	}
+	for _, env := range [][2]string{{"MLX_WORLD_SIZE", ""}, {"MLX_WORLD_SIZE", "2"}} {
+		t.Setenv("MLX_RANK", "0")
+		t.Setenv("NCCL_HOST_IP", "127.0.0.1")
+		t.Setenv("NCCL_PORT", strconv.Itoa(freePorts(t, 1)[0]))
+		t.Setenv(env[0], env[1])
+		_, err := mx.JoinGroup(e, "nccl", true)
+		if !errors.Is(err, mx.ErrNoBackend) || err.Error() != "mlx: join the nccl group: no such distributed backend in this build: MLX has NCCL only when built with CUDA and NCCL" {
+			t.Errorf("%s=%q: JoinGroup(nccl) = %v", env[0], env[1], err)
 		}
 	}
 }

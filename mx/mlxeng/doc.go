@@ -57,9 +57,9 @@
 //
 // # Distributed
 //
-// JoinGroup is mlx_distributed_init (ring, mpi or any) and AllSum is
+// JoinGroup is mlx_distributed_init (ring, nccl, mpi or any) and AllSum is
 // mlx_distributed_all_sum, run on the CPU stream as MLX's ring and MPI backends
-// require. Joining ignores SIGPIPE for the process: the ring writes to its sockets
+// require, and on the engine's GPU stream for NCCL (no copy to the host). Joining ignores SIGPIPE for the process: the ring writes to its sockets
 // without MSG_NOSIGNAL, and a dead peer must be MLX's error ("connection to a peer was
 // lost"), not this process's death. MLX's ring has no timeouts: a peer that stops
 // answering leaves all_sum waiting (and a core busy polling), so callers watch their
