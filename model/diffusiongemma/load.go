@@ -57,14 +57,22 @@ func Load(e mx.Engine, dir string, opt LoadOptions) (*Model, error) {
 	return m, nil
 }
 
+// loadAsStored reads the tensors as the checkpoint stores them, keyed by the names Build
+// expects. An engine that reads files itself (the mlx engine) reads them straight into
+// its memory; the go engine maps them in place where it can (mx.Checkpoint.LoadAll).
 func loadAsStored(ck *mx.Checkpoint, names map[string]string) (map[string]*mx.Array, error) {
+	stored := make([]string, 0, len(names))
+	for _, s := range names {
+		stored = append(stored, s)
+	}
+	slices.Sort(stored)
+	loaded, err := ck.LoadAll(slices.Compact(stored))
+	if err != nil {
+		return nil, err
+	}
 	weights := make(map[string]*mx.Array, len(names))
-	for name, stored := range names {
-		a, err := ck.LoadMapped(stored)
-		if err != nil {
-			return nil, err
-		}
-		weights[name] = a
+	for name, s := range names {
+		weights[name] = loaded[s]
 	}
 	return weights, nil
 }
@@ -94,19 +102,27 @@ func loadQuantizing(e mx.Engine, cfg *Config, ck *mx.Checkpoint, names map[strin
 	if err != nil {
 		return nil, fmt.Errorf("quantize_on_load: %w", err)
 	}
-	weights := make(map[string]*mx.Array, len(names))
+	// The tensors kept as they are go through loadAsStored (read by the engine where it
+	// reads files itself); the quantized ones stream through ConvertTensor below.
+	kept := map[string]string{}
+	for name, stored := range names {
+		if p, planned := plans[strings.TrimSuffix(name, ".weight")]; !planned || p.Bits == 0 {
+			kept[name] = stored
+		}
+	}
+	weights, err := loadAsStored(ck, kept)
+	if err != nil {
+		return nil, err
+	}
+	for name, a := range weights {
+		if dt != nil && a.DType().IsFloat() && a.DType() != *dt {
+			weights[name] = mx.AsType(a, *dt)
+		}
+	}
 	for name, stored := range names {
 		module := strings.TrimSuffix(name, ".weight")
 		p, planned := plans[module]
 		if !planned || p.Bits == 0 {
-			a, err := ck.LoadMapped(stored)
-			if err != nil {
-				return nil, err
-			}
-			if dt != nil && a.DType().IsFloat() && a.DType() != *dt {
-				a = mx.AsType(a, *dt)
-			}
-			weights[name] = a
 			continue
 		}
 		if !dtypes[name].IsFloat() {
