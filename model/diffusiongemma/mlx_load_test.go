@@ -125,3 +125,40 @@ func trainBriefly(t *testing.T, m *dg.Model) loadRun {
 	}
 	return run
 }
+
+// TestLoadFreesCastOriginals: loading a float32 checkpoint at bfloat16 compute leaves
+// MLX holding the bfloat16 weights only — the float32 tensors read from the file are
+// freed once their copies exist, not when Go's collector gets to their handles.
+func TestLoadFreesCastOriginals(t *testing.T) {
+	e, err := mx.Open("mlx")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := mx.Open("go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	dgtest.Spec{Preset: dg.PresetSmall, Seed: 4}.Checkpoint(t, g, dir)
+	before, ok := mx.Memory(e)
+	if !ok {
+		t.Fatal("the mlx engine reports no memory counters")
+	}
+	m, err := dg.Load(e, dir, dg.LoadOptions{DType: mx.BFloat16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, _ := mx.Memory(e)
+	var weights int64
+	for _, a := range m.WeightArrays() {
+		if a.DType() != mx.BFloat16 {
+			t.Fatalf("weight of dtype %s at bfloat16 compute", a.DType())
+		}
+		weights += int64(a.Size() * 2)
+	}
+	// The float32 originals are twice the weights: kept, the growth would be at least 2×
+	// weights. Allow the rope tables and allocator rounding on top of the weights.
+	if grew := after.Active - before.Active; grew > weights*11/10 {
+		t.Errorf("MLX's active memory grew by %d bytes loading %d bytes of bfloat16 weights", grew, weights)
+	}
+}
