@@ -27,6 +27,12 @@ func TestEstimateTracksMLX(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if e.Device() == "gpu" {
+		// MLX-CUDA frees a buffer once the graph that used it has run, so its peak also
+		// counts how far the host ran ahead (MLX_MAX_OPS_PER_BUFFER moved the bench
+		// preset's from 0.23 to 0.69 GiB): the estimate is checked there with probe bench.
+		t.Skip("calibrated on MLX's CPU backend; on a GPU compare probe bench with probe estimate --backend mlx")
+	}
 	g, err := mx.Open("go")
 	if err != nil {
 		t.Fatal(err)

@@ -95,6 +95,11 @@ func TestDequantBackwardWaitsForCotangent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if e.device == "gpu" {
+		// MLX-CUDA frees a buffer once the graph that used it has run, so its peak also
+		// counts how far the host ran ahead: check there with probe bench (README).
+		t.Skip("on a GPU the peak also counts the buffers of graphs still in flight")
+	}
 	saved := e.quantized
 	defer func() { e.quantized = saved }()
 	e.quantized = routeDequant
