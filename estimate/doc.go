@@ -9,4 +9,8 @@
 // Measured against the go engine: the live heap of the tiny and small presets' steps
 // within 1.5× (TestEstimateTracksEngine), and the peak resident memory of the real 26B-A4B
 // geometry on the device within a few percent (README, bench/results).
+//
+// With Options.Engine "mlx" it predicts MLX's peak counter instead: the same recording,
+// every weight in MLX's memory in the compute dtype, no GC headroom (TestEstimateTracksMLX,
+// and the README's table of the cases it was checked on).
 package estimate

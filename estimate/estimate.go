@@ -50,7 +50,19 @@ type Options struct {
 	// the mapped file (outside Go's heap), with heap copies of the tensors stored in
 	// another dtype than DType. Without it every weight is a heap array in DType.
 	MappedWeights bool
+	// Engine is the engine whose peak is estimated: "go" (or "") or "mlx". The mlx engine
+	// holds every weight in its own memory in DType (MappedWeights is ignored) and has no
+	// garbage collector (GCPercent is ignored); the rest is the go engine's recording of
+	// the step, which MLX's measured peaks follow (README: the mlx engine's memory
+	// estimate, for the cases it was checked on).
+	Engine string
 }
+
+// The engines Step models.
+const (
+	EngineGo  = "go"
+	EngineMLX = "mlx"
+)
 
 // Estimate is the predicted peak of one training step, in bytes. The parts add up to the
 // recorded peak: what is alive at the moment the most is.
@@ -106,6 +118,14 @@ func Step(cfg *dg.Config, o Options) (Estimate, error) {
 	}
 	if o.Retention != shapeeng.RetainGraph && o.Retention != shapeeng.RetainNeeded {
 		return Estimate{}, fmt.Errorf("estimate: unknown retention %d", int(o.Retention))
+	}
+	switch o.Engine {
+	case "", EngineGo:
+		o.Engine = EngineGo
+	case EngineMLX:
+		o.MappedWeights, o.GCPercent = false, 0
+	default:
+		return Estimate{}, fmt.Errorf("estimate: engine %q (want go or mlx)", o.Engine)
 	}
 	if o.DType == 0 {
 		o.DType = mx.Float32
@@ -247,8 +267,12 @@ func (m Estimate) String() string {
 	if o.GradCheckpoint {
 		ckpt = ", grad_checkpoint"
 	}
-	fmt.Fprintf(&b, "memory estimate: prompt %d + canvas %d tokens, LoRA rank %d on %d linears (%d params), %s compute, retention %s%s, GOGC %d\n",
-		o.PromptLen, o.CanvasLen, o.LoRA.Rank, m.AdaptedLinears, m.TrainableParams, o.DType, o.Retention, ckpt, o.GCPercent)
+	gc := fmt.Sprintf(", GOGC %d", o.GCPercent)
+	if o.Engine == EngineMLX {
+		gc = ", mlx engine (weights in MLX's memory, no GC)"
+	}
+	fmt.Fprintf(&b, "memory estimate: prompt %d + canvas %d tokens, LoRA rank %d on %d linears (%d params), %s compute, retention %s%s%s\n",
+		o.PromptLen, o.CanvasLen, o.LoRA.Rank, m.AdaptedLinears, m.TrainableParams, o.DType, o.Retention, ckpt, gc)
 	line := func(indent, name string, n int64) {
 		fmt.Fprintf(&b, "%s%-*s %12s\n", indent, 56-len(indent), name, dg.FormatBytes(n))
 	}

@@ -253,6 +253,7 @@ func TestBadInput(t *testing.T) {
 		{"dropout", cfg, func(o *estimate.Options) { o.LoRA.Dropout = 1 }, nil, "dropout 1"},
 		{"GC percent", cfg, func(o *estimate.Options) { o.GCPercent = -5 }, nil, "GC percent -5"},
 		{"retention", cfg, func(o *estimate.Options) { o.Retention = 7 }, nil, "retention 7"},
+		{"engine", cfg, func(o *estimate.Options) { o.Engine = "tpu" }, nil, `engine "tpu"`},
 		{"dtype", cfg, func(o *estimate.Options) { o.DType = mx.Int32 }, nil, "not a float type"},
 		{"bits", cfg, func(o *estimate.Options) { o.Quantization = &dg.Quantization{Bits: 7, GroupSize: 64} }, nil, "bits 7"},
 		{"group", cfg, func(o *estimate.Options) { o.Quantization = &dg.Quantization{Bits: 4, GroupSize: 48} }, nil, "group_size 48"},
@@ -271,6 +272,27 @@ func TestBadInput(t *testing.T) {
 		}
 		if !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: error %q lacks %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+// TestMLXEngine: the mlx engine's estimate is the recording with every weight in the
+// engine's memory in the compute dtype and no GC headroom, whatever MappedWeights and
+// GCPercent say.
+func TestMLXEngine(t *testing.T) {
+	cfg := preset(t, dg.PresetSmall)
+	for _, dt := range []mx.DType{mx.Float32, mx.BFloat16} {
+		o := mapped(policy(t, cfg, dg.Bits4), 64, 64)
+		o.DType, o.Engine = dt, estimate.EngineMLX
+		got := step(t, cfg, o)
+		o.Engine, o.MappedWeights, o.GCPercent = estimate.EngineGo, false, 0
+		want := step(t, cfg, o)
+		if got.Total != want.Total || got.Weights != want.Weights || got.MappedWeights != 0 || got.GCHeadroom != 0 {
+			t.Errorf("%s: mlx total %d (weights %d, mapped %d, GC %d), want the unmapped go recording without GC: %d (weights %d)",
+				dt, got.Total, got.Weights, got.MappedWeights, got.GCHeadroom, want.Total, want.Weights)
+		}
+		if !strings.Contains(got.String(), "mlx engine") {
+			t.Errorf("%s: String() does not name the engine:\n%s", dt, got)
 		}
 	}
 }

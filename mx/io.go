@@ -2,8 +2,10 @@ package mx
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 
 	"github.com/dgtune/dgtune/mx/safetensors"
@@ -40,6 +42,7 @@ type Checkpoint struct {
 		Info(string) (safetensors.TensorInfo, bool)
 		Data(string) ([]byte, error)
 		ReadAt(name string, dst []byte, off int64) error
+		FileOf(name string) (string, bool)
 		Keep()
 		Close() error
 	}
@@ -147,6 +150,87 @@ func (c *Checkpoint) LoadMapped(name string) (*Array, error) {
 // valid and unchanged for as long as the array lives.
 type InPlaceLoader interface {
 	FromMapped(b []byte, shape []int, dt DType) (h Handle, ok bool)
+}
+
+// FileLoader is implemented by engines that read safetensors files into their own
+// memory themselves (the mlx engine: mlx_load_safetensors). The bytes then go from the
+// file to the engine's buffers without a copy in Go memory and without the file's pages
+// mapped into the process. LoadSafetensorsFile returns the named tensors of the file at
+// path, evaluated (read), with the dtypes and shapes the file's header gives. An error
+// wrapping errors.ErrUnsupported declines the file — a dtype the engine's reader lacks,
+// or the engine told not to — and the caller reads it through Go instead.
+type FileLoader interface {
+	LoadSafetensorsFile(path string, names []string) (map[string]Handle, error)
+}
+
+// LoadAll reads the named tensors. On an engine that is a FileLoader it reads them file
+// by file through the engine's own reader; otherwise, and for a file the engine
+// declines, tensor by tensor as LoadMapped does. Either way each array has the dtype,
+// shape and bytes the checkpoint stores.
+func (c *Checkpoint) LoadAll(names []string) (map[string]*Array, error) {
+	out := make(map[string]*Array, len(names))
+	byFile := map[string][]string{}
+	var files []string
+	for _, n := range names {
+		if _, _, err := c.Info(n); err != nil {
+			return nil, err
+		}
+		f, ok := c.st.FileOf(n)
+		if !ok {
+			return nil, fmt.Errorf("%s: %w: %q", c.path, safetensors.ErrNotFound, n)
+		}
+		if _, seen := byFile[f]; !seen {
+			files = append(files, f)
+		}
+		byFile[f] = append(byFile[f], n)
+	}
+	fl, native := c.e.(FileLoader)
+	for _, f := range files {
+		fileNames := byFile[f]
+		if native {
+			arrays, err := c.loadFile(fl, f, fileNames)
+			if err == nil {
+				for n, a := range arrays {
+					out[n] = a
+				}
+				continue
+			}
+			if !errors.Is(err, errors.ErrUnsupported) {
+				return nil, err
+			}
+		}
+		for _, n := range fileNames {
+			a, err := c.LoadMapped(n)
+			if err != nil {
+				return nil, err
+			}
+			out[n] = a
+		}
+	}
+	return out, nil
+}
+
+// loadFile reads names from file f through the engine's reader and checks that each
+// array is what the header (as this package parsed it) describes.
+func (c *Checkpoint) loadFile(fl FileLoader, f string, names []string) (map[string]*Array, error) {
+	hs, err := fl.LoadSafetensorsFile(f, names)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", f, err)
+	}
+	out := make(map[string]*Array, len(names))
+	for _, n := range names {
+		h, ok := hs[n]
+		if !ok {
+			return nil, fmt.Errorf("%s: %s engine did not return tensor %q", f, c.e.Name(), n)
+		}
+		a := Wrap(c.e, h)
+		dt, shape, _ := c.Info(n)
+		if a.DType() != dt || !slices.Equal(a.Shape(), shape) {
+			return nil, fmt.Errorf("%s: %s engine read tensor %q as %s %v, the header says %s %v", f, c.e.Name(), n, a.DType(), a.Shape(), dt, shape)
+		}
+		out[n] = a
+	}
+	return out, nil
 }
 
 // Close releases the mapped files. Arrays already loaded stay valid.

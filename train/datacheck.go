@@ -18,6 +18,7 @@ import (
 	"github.com/dgtune/dgtune/estimate"
 	"github.com/dgtune/dgtune/internal/sysmem"
 	dg "github.com/dgtune/dgtune/model/diffusiongemma"
+	"github.com/dgtune/dgtune/mx"
 	"github.com/dgtune/dgtune/objective"
 	"github.com/dgtune/dgtune/session"
 )
@@ -168,12 +169,35 @@ func stepLengths(o objective.Objective, prompt, target int) (n, l int) {
 }
 
 // estimateStep is probe estimate's peak for one training step of the session's run on an
-// n-token prompt and an l-token canvas, as the go engine runs it.
+// n-token prompt and an l-token canvas, as the session's engine runs it: the go engine's
+// (weights mapped, Go's GC headroom), or on the mlx engine MLX's (weights in its memory
+// in the compute dtype).
 func estimateStep(s *session.Session, n, l int) (estimate.Estimate, error) {
-	return estimate.Step(s.Model.Config, estimate.Options{
+	o := estimate.Options{
 		LoRA: LoRAConfig(s.Config), Objective: s.Objective, PromptLen: n, CanvasLen: max(l, 1),
 		GCPercent: gcPercent(), GradCheckpoint: s.Config.GradCheckpoint, MappedWeights: true,
-	})
+	}
+	if s.Engine.Name() == estimate.EngineMLX {
+		dt, err := session.ComputeDType(s.Config.ComputeDType)
+		if err != nil {
+			return estimate.Estimate{}, err
+		}
+		o.Engine, o.DType = estimate.EngineMLX, dt
+	}
+	return estimate.Step(s.Model.Config, o)
+}
+
+// stepMemory is what one step's memory is checked against: the GPU's memory when the
+// engine computes on one (MLX-CUDA, Metal), else the machine's (RAM or cgroup limit).
+func stepMemory(s *session.Session) sysmem.Memory {
+	if d, ok := mx.Device(s.Engine); ok && d.Kind == "gpu" && d.TotalMemory > 0 {
+		name := "GPU"
+		if d.Name != "" {
+			name = d.Name
+		}
+		return sysmem.Memory{Bytes: d.TotalMemory, Source: name + " memory"}
+	}
+	return sysmem.Detect()
 }
 
 // gcPercent is GOGC as the runtime reads it: 100 unless set, 0 for off.
@@ -326,7 +350,7 @@ func (dc *DataCheck) checkMemory(s *session.Session, splits []checkedSplit, mem 
 	}
 	engine := ""
 	if m.Engine != "go" {
-		engine = " (the estimate models the go engine; the " + m.Engine + " engine's peak differs)"
+		engine = " (the " + m.Engine + " engine's estimate, checked on few cases; with grad_checkpoint it runs low)"
 	}
 	dc.Warnings = append(dc.Warnings, fmt.Sprintf("memory: %s, more than this machine's %s (%s)%s: expect swapping or an out-of-memory kill; %s",
 		what, dg.FormatBytes(mem.Bytes), mem.Source, engine, fix))

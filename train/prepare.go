@@ -9,7 +9,6 @@ import (
 	"github.com/dgtune/dgtune/config"
 	"github.com/dgtune/dgtune/data"
 	"github.com/dgtune/dgtune/internal/runlock"
-	"github.com/dgtune/dgtune/internal/sysmem"
 	"github.com/dgtune/dgtune/lora"
 	dg "github.com/dgtune/dgtune/model/diffusiongemma"
 	"github.com/dgtune/dgtune/mx"
@@ -192,7 +191,7 @@ func openChecked(cfg config.Config, log io.Writer) (*session.Session, []checkedS
 		return nil, nil, nil, err
 	}
 	s.Log = log
-	mem := sysmem.Detect()
+	mem := stepMemory(s)
 	if err := checkCapacity(s, mem); err != nil {
 		return nil, nil, nil, err
 	}

@@ -1,7 +1,7 @@
 // Command probe is numerics and tooling for people who check implementations:
 // synthetic checkpoints (mkmodel), logits/loss/gradients of one forward (forward),
-// tokenization (tokenize, template), throughput (bench), memory (estimate) and a training
-// run's loss plot (plot). Its outputs follow exact contracts that other tools compare
+// tokenization (tokenize, template), throughput (bench), loading (load), memory (estimate) and a
+// training run's loss plot (plot). Its outputs follow exact contracts that other tools compare
 // against.
 package main
 
@@ -20,7 +20,7 @@ func newCommand() *cobra.Command {
 		Use:   "probe",
 		Short: "Numerics and tooling: synthetic checkpoints, forward dumps, tokenization, benchmarks, loss plots",
 	}
-	root.AddCommand(mkmodelCommand(), mkdataCommand(), estimateCommand(), forwardCommand(), tokenizeCommand(), templateCommand(), benchCommand(), plotCommand())
+	root.AddCommand(mkmodelCommand(), mkdataCommand(), estimateCommand(), forwardCommand(), tokenizeCommand(), templateCommand(), benchCommand(), loadCommand(), plotCommand())
 	// Every subcommand writes its output atomically or staged, so a signal may drop its work.
 	return cli.Abandonable(root)
 }

@@ -30,6 +30,16 @@ static int mlxeng_dq_weight(mlx_array* res, const mlx_vector_array in, const mlx
 	return rc;
 }
 
+// mlxeng_dq_after: a dequantized weight is a transient as large as the weight in the
+// activations' dtype (1.5 GB a layer for the real 26B-A4B's experts in bf16), made from
+// frozen arrays only. Left so, MLX may evaluate it whenever it likes — every layer's
+// before the first product, uncompiled — and mlx_compile merges the backward's
+// dequantize with the forward's identical one, keeping every layer's forward copy alive
+// until the backward: the real geometry's compiled peak was 62 GiB against 21
+// uncompiled. So each dequantize reads its weight through mlx_depends on the array the
+// product waits for anyway (x forward, the cotangent backward): it is made just before
+// its product, and the two are different nodes.
+
 // mlxeng_dq_forward: inputs [x, w, scales, biases(, rhs)] → [y].
 static int mlxeng_dq_forward(mlx_vector_array* res, const mlx_vector_array in, void* payload) {
 	const mlxeng_dq* q = (const mlxeng_dq*)payload;
@@ -47,7 +57,12 @@ static int mlxeng_dq_forward(mlx_vector_array* res, const mlx_vector_array in, v
 		mlx_array_free(sc);
 		mlx_array_free(b);
 	} else if (rc == 0) {
-		rc = mlxeng_dq_weight(&wd, in, q, mlx_array_dtype(x)) || mlx_swapaxes(&wt, wd, -1, -2, q->s);
+		// The weight is dequantized once x exists (see mlxeng_dq_after).
+		mlx_vector_array xs = mlx_vector_array_new_value(x), after = mlx_vector_array_new();
+		rc = mlx_depends(&after, in, xs) || mlxeng_dq_weight(&wd, after, q, mlx_array_dtype(x)) ||
+			mlx_swapaxes(&wt, wd, -1, -2, q->s);
+		mlx_vector_array_free(xs);
+		mlx_vector_array_free(after);
 		if (rc == 0 && q->gather) {
 			rc = mlx_vector_array_get(&rhs, in, 4) || mlx_gather_mm(&y, x, wt, none, rhs, q->sorted, q->s);
 		} else if (rc == 0) {
@@ -72,7 +87,11 @@ static int mlxeng_dq_vjp(mlx_vector_array* res, const mlx_vector_array primals, 
 	const mlxeng_dq* q = (const mlxeng_dq*)payload;
 	size_t n = mlx_vector_array_size(primals);
 	mlx_array g = mlx_array_new(), wd = mlx_array_new(), dx = mlx_array_new(), rhs = mlx_array_new(), none = {0};
-	int rc = mlx_vector_array_get(&g, cots, 0) || mlxeng_dq_weight(&wd, primals, q, mlx_array_dtype(g));
+	// The weight is dequantized once the cotangent exists (see mlxeng_dq_after).
+	mlx_vector_array after = mlx_vector_array_new();
+	int rc = mlx_vector_array_get(&g, cots, 0) || mlx_depends(&after, primals, cots) ||
+		mlxeng_dq_weight(&wd, after, q, mlx_array_dtype(g));
+	mlx_vector_array_free(after);
 	if (rc == 0 && q->gather) {
 		rc = mlx_vector_array_get(&rhs, primals, 4) || mlx_gather_mm(&dx, g, wd, none, rhs, q->sorted, q->s);
 	} else if (rc == 0) {

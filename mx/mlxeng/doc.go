@@ -55,6 +55,12 @@
 // inside it. Using a freed array panics, except for its shape and dtype, which stay
 // readable.
 //
+// # Checkpoints
+//
+// The engine is an mx.FileLoader: it reads safetensors files with mlx_load_safetensors,
+// straight into MLX's buffers, instead of having the checkpoint copied in from Go's
+// memory map. MLXENG_LOAD=go restores the copy (for comparing the two).
+//
 // # Distributed
 //
 // JoinGroup is mlx_distributed_init (ring, nccl, mpi or any) and AllSum is

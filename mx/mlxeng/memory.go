@@ -98,3 +98,9 @@ func defaultMemoryLimit(total int64) int64 {
 	}
 	return l
 }
+
+// ResetPeakMemory starts MLX's peak counter again from the memory now active
+// (mlx_reset_peak_memory), to measure one part of a run.
+func (e *Engine) ResetPeakMemory() error {
+	return e.try("reset peak memory", func() C.int { return C.mlx_reset_peak_memory() })
+}

@@ -195,6 +195,16 @@ func (c *Checkpoint) Files() []string {
 	return out
 }
 
+// FileOf returns the path of the file (shard) holding the named tensor, and false when
+// no file holds it.
+func (c *Checkpoint) FileOf(name string) (string, bool) {
+	f, ok := c.owner[name]
+	if !ok {
+		return "", false
+	}
+	return f.path, true
+}
+
 // Names returns every tensor name, sorted.
 func (c *Checkpoint) Names() []string { return slices.Clone(c.names) }
 

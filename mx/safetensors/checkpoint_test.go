@@ -100,6 +100,14 @@ func TestWriteShardsRoundTrip(t *testing.T) {
 	if got := c.Files(); len(got) != 3 || filepath.Base(got[2]) != s3 {
 		t.Errorf("Files() = %q", got)
 	}
+	for name, shard := range wantMap {
+		if got, ok := c.FileOf(name); !ok || got != filepath.Join(dir, shard) {
+			t.Errorf("FileOf(%q) = %q, %v; want %q", name, got, ok, filepath.Join(dir, shard))
+		}
+	}
+	if got, ok := c.FileOf("z"); ok {
+		t.Errorf("FileOf(%q) = %q, true; want false", "z", got)
+	}
 }
 
 func TestWriteShardsSingle(t *testing.T) {

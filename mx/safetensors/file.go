@@ -39,6 +39,13 @@ func Open(path string) (*File, error) {
 // Path returns the path the file was opened with.
 func (f *File) Path() string { return f.path }
 
+// FileOf returns the path of the file holding the named tensor (f's own), and false
+// when f has no such tensor.
+func (f *File) FileOf(name string) (string, bool) {
+	_, ok := f.hdr.tensors[name]
+	return f.path, ok
+}
+
 // Names returns the tensor names in sorted order.
 func (f *File) Names() []string { return slices.Clone(f.hdr.names) }
 
