@@ -14,7 +14,8 @@
 # ~14 GB). Each item runs in its own process under its own timeout; RESULTS/<item>.txt holds its
 # command, output and "#rc=… seconds=…"; an item already done (rc 0) is skipped, so the script can
 # be re-run after an interruption; RESULTS/all.txt collects every item's JSON and output tail. ITEMS
-# picks groups: smoke parity demo bench real peer (default: all), and route (the real geometry's
+# picks groups: smoke parity demo bench real peer (default: all); memory (MLX's own reader against
+# Go's, compiled and uncompiled peaks at the real geometry, the mlx estimate); and route (the real geometry's
 # bf16 step with MLX's quantized kernels, MLXENG_QUANTIZED=kernel, against the engine's
 # default). BENCH_DTYPES (default "float32 bfloat16") and GO16=0 (skip the go engine) narrow bench;
 # REAL_DTYPES (default "bfloat16 float32") narrows real.
@@ -89,6 +90,19 @@ if want compiled; then
     item mlx-real-128x256-bfloat16-${k%%:*} 300 env ${k#*:} $B/probe-mlx bench --backend mlx --model $S/real-4 --prompt-len 128 --canvas-len 256 --steps 3 --warmup 1 --compute-dtype bfloat16 --json
   done
   item mlx-real-2048x256-bf16-ckpt-compiled 300 env ${REAL_BEST:-MLX_MAX_OPS_PER_BUFFER=20} $B/probe-mlx bench --backend mlx --model $S/real-4 --prompt-len 2048 --canvas-len 256 --steps 3 --warmup 1 --compute-dtype bfloat16 --grad-checkpoint --compile --json
+fi
+if want memory; then
+  # The weights read by MLX itself against the copy through Go, the compiled step's peak against
+  # the uncompiled one's (the dequantize-just-before-the-product fix), and the mlx estimate.
+  for v in go mlx; do
+    item load-real-$v 180 env MLXENG_LOAD=$v $B/probe-mlx load --backend mlx --model $S/real-4 --compute-dtype bfloat16 --json
+  done
+  item mlx-real-128x256-bfloat16-compiled 300 $B/probe-mlx bench --backend mlx --model $S/real-4 --prompt-len 128 --canvas-len 256 --steps 3 --warmup 2 --compute-dtype bfloat16 --compile --json
+  item mlx-real-128x256-bfloat16 300 $B/probe-mlx bench --backend mlx --model $S/real-4 --prompt-len 128 --canvas-len 256 --steps 3 --warmup 1 --compute-dtype bfloat16 --json
+  item estimate-mlx-real-128x256 60 $B/probe-go estimate --model $S/real-4 --prompt-len 128 --canvas-len 256 --backend mlx --compute-dtype bfloat16 --json
+  item mlx-real-2048x256-bf16-ckpt-compiled 300 $B/probe-mlx bench --backend mlx --model $S/real-4 --prompt-len 2048 --canvas-len 256 --steps 2 --warmup 1 --compute-dtype bfloat16 --grad-checkpoint --compile --json
+  item mlx-real-2048x256-bf16-ckpt 300 $B/probe-mlx bench --backend mlx --model $S/real-4 --prompt-len 2048 --canvas-len 256 --steps 2 --warmup 1 --compute-dtype bfloat16 --grad-checkpoint --json
+  item estimate-mlx-real-2048x256-ckpt 60 $B/probe-go estimate --model $S/real-4 --prompt-len 2048 --canvas-len 256 --grad-checkpoint --backend mlx --compute-dtype bfloat16 --json
 fi
 if want route; then
   item mlx-real-128x256-bfloat16-kernel 420 env MLXENG_QUANTIZED=kernel $B/probe-mlx bench --backend mlx --model $S/real-4 --prompt-len 128 --canvas-len 256 --steps 3 --warmup 1 --compute-dtype bfloat16 --json
