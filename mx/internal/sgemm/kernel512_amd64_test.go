@@ -36,11 +36,30 @@ func TestAVX512MatchesAVX2(t *testing.T) {
 	sameAcrossKernels(t, rand.New(rand.NewPCG(11, 12)), with, without, shapes, [3]int{3, 5, 2}, "AVX-512 result differs from AVX2")
 }
 
-// BenchmarkKernelSets compares the AVX2 tile kernel with the AVX-512 pair kernel on one
-// core and on all of them.
+// TestWideMatchesPair: the 12×32 wide kernel forms every element as the 12×16 pair
+// kernel does, so products are bitwise the same with or without it — an even and an odd
+// number of panels (a last panel left without a partner), edge columns, row counts that
+// leave a 6-row tile or an edge tile below the last whole pair, several k-blocks, every
+// transpose, accumulation and several workers.
+func TestWideMatchesPair(t *testing.T) {
+	cputest.RequireAVX512(t, hasAVX512())
+	with := defaultKernels()
+	if with.wide == nil {
+		t.Fatal("AVX-512 CPU but no wide kernel chosen")
+	}
+	without := with
+	without.wide = nil
+	shapes := [][3]int{{12, 16, 32}, {24, 7, 48}, {41, 300, 512}, {45, 512, 40}, {384, 512, 1024}, {17, 33, 100}, {11, 64, 64}, {383, 64, 383}}
+	sameAcrossKernels(t, rand.New(rand.NewPCG(41, 42)), with, without, shapes, [3]int{3, 5, 2}, "wide result differs from the pair kernel's")
+}
+
+// BenchmarkKernelSets compares the AVX2 tile kernel, the AVX-512 pair kernel and the
+// wide kernel on one core and on all of them.
 func BenchmarkKernelSets(b *testing.B) {
 	cputest.RequireAVX512(b, hasAVX512())
-	for _, ks := range []namedKernels{{"avx2", avx2Kernels()}, {"avx512", defaultKernels()}} {
+	pair := defaultKernels()
+	pair.wide = nil
+	for _, ks := range []namedKernels{{"avx2", avx2Kernels()}, {"pair", pair}, {"avx512", defaultKernels()}} {
 		for _, s := range [][3]int{{256, 512, 1024}, {512, 512, 512}} {
 			for _, w := range []int{1, maxProcs()} {
 				b.Run(fmt.Sprintf("%s/%dx%dx%d/w%d", ks.name, s[0], s[1], s[2], w), func(b *testing.B) {

@@ -26,6 +26,7 @@ func defaultKernels() kernels {
 	ks.prefetch = true
 	if hasAVX512() {
 		ks.tile6x16, ks.pair, ks.thin, ks.skinnyT16 = kernel6x16AVX512, kernelAVX512, thinAVX512, skinnyT16AVX512
+		ks.wide = kernelWideAVX512
 	}
 	return ks
 }
@@ -43,6 +44,26 @@ func kernelAVX512(kc int, a0, a1, b []float32, ldb int, c []float32, ldc int, ac
 	_ = c[(2*mr-1)*ldc+nr-1]
 	kern12x16(kc, &a0[0], &a1[0], &b[0], ldb, &c[0], ldc, acc)
 }
+
+// kernelWideAVX512 checks the slice bounds the assembly relies on, then runs it.
+func kernelWideAVX512(kc int, a0, a1, b0, b1 []float32, ldb int, c []float32, ldc int, acc bool) {
+	if kc == 0 {
+		kernelAVX512(kc, a0, a1, b0, ldb, c, ldc, acc)
+		kernelAVX512(kc, a0, a1, b1, ldb, c[nr:], ldc, acc)
+		return
+	}
+	_ = a0[kc*mr-1]
+	_ = a1[kc*mr-1]
+	_ = b0[(kc-1)*ldb+nr-1]
+	_ = b1[(kc-1)*ldb+nr-1]
+	_ = c[(2*mr-1)*ldc+2*nr-1]
+	kern12x32(kc, &a0[0], &a1[0], &b0[0], &b1[0], ldb, &c[0], ldc, acc)
+}
+
+// kern12x32 is kernelWideAVX512 without bounds checks; kc must be positive.
+//
+//go:noescape
+func kern12x32(kc int, a0, a1, b0, b1 *float32, ldb int, c *float32, ldc int, acc bool)
 
 // skinnyT16AVX512 checks the slice bounds the assembly relies on, then runs it.
 func skinnyT16AVX512(kc int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int, acc bool) {

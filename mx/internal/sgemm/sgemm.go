@@ -64,8 +64,11 @@ const (
 type kernels struct {
 	tile6x16 kernel
 	pair     pairKernel
-	row      rowKernel
-	skinny   skinnyKernel
+	// wide, when set, is pair on two adjacent B panels at once (a 2mr×2nr tile), rounding
+	// exactly as two pair calls.
+	wide   wideKernel
+	row    rowKernel
+	skinny skinnyKernel
 	// skinnyT16, when set, is skinny for sixteen rows of a transposed A (one vector of
 	// sixteen A values per k step: the LoRA gradient xᵀ·dxa).
 	skinnyT16 skinnyT16Kernel
@@ -116,6 +119,10 @@ const (
 // bitwise the same as two kernel calls. A wider register file (AVX-512's ZMM) holds a
 // whole nr-wide row in one register, so twice the rows share each load of B.
 type pairKernel func(kc int, a0, a1, b []float32, ldb int, c []float32, ldc int, acc bool)
+
+// wideKernel is pairKernel on the 2mr×2nr tile of A micro-panels a0, a1 and B panels b0
+// (columns 0..nr−1) and b1 (nr..2nr−1): bitwise the same as a pair call on each panel.
+type wideKernel func(kc int, a0, a1, b0, b1 []float32, ldb int, c []float32, ldc int, acc bool)
 
 // rowKernel adds a row of sums for a single row of A:
 //
@@ -875,35 +882,57 @@ func (w *worker) thinTile(i0, mt, j0, nt int) {
 // packed A block and the packed B panels bp. With pf set, each panel's sweep first hints
 // its share of pf's runs into L2, so the next block's weight streams in from memory while
 // this one is multiplied (a float32 weight packs from memory otherwise: the experts' 48-row
-// products spent about as long packing B as multiplying).
+// products spent about as long packing B as multiplying). Two full panels at a time go
+// through the wide kernel where there is one, for every whole pair of A micro-panels.
 func (w *worker) sweep(kb, i0, mt, j0, nt int, bp []float32, acc bool, pf *bAhead) {
 	panels := (nt + nr - 1) / nr
 	for jr := 0; jr < nt; jr += nr {
+		q := jr / nr
+		wide := w.wide != nil && jr+2*nr <= nt && mt >= 2*mr
 		if pf != nil {
-			q := jr / nr
-			pf.hint(q*pf.segs/panels, (q+1)*pf.segs/panels)
+			last := q + 1
+			if wide {
+				last++
+			}
+			pf.hint(q*pf.segs/panels, last*pf.segs/panels)
 		}
-		nn := min(nr, nt-jr)
 		panel := bp[jr*kb:]
-		for ir := 0; ir < mt; ir += mr {
-			mm := min(mr, mt-ir)
-			ap := w.curA[ir*kb:]
-			off := (i0+ir)*w.ldc + j0 + jr
-			if w.pair != nil && nn == nr && ir+2*mr <= mt {
-				w.pair(kb, ap, w.curA[(ir+mr)*kb:], panel, nr, w.c[off:], w.ldc, acc)
-				ir += mr
-				continue
-			}
-			if mm == mr && nn == nr {
-				w.tile6x16(kb, ap, panel, nr, w.c[off:], w.ldc, acc)
-				continue
-			}
-			// Edge tile: the same kernel into a scratch tile, then the same c + Σ into
-			// C, so edge elements round exactly like interior ones.
-			w.tile6x16(kb, ap, panel, nr, w.tmp[:], nr, false)
-			for i := range mm {
-				addInto(w.c[off+i*w.ldc:][:nn], w.tmp[i*nr:i*nr+nn], acc)
-			}
+		if !wide {
+			w.sweepPanel(kb, i0, 0, mt, j0+jr, min(nr, nt-jr), panel, acc)
+			continue
+		}
+		next := bp[(jr+nr)*kb:]
+		ir := 0
+		for ; ir+2*mr <= mt; ir += 2 * mr {
+			w.wide(kb, w.curA[ir*kb:], w.curA[(ir+mr)*kb:], panel, next, nr, w.c[(i0+ir)*w.ldc+j0+jr:], w.ldc, acc)
+		}
+		w.sweepPanel(kb, i0, ir, mt, j0+jr, nr, panel, acc)
+		w.sweepPanel(kb, i0, ir, mt, j0+jr+nr, nr, next, acc)
+		jr += nr
+	}
+}
+
+// sweepPanel runs the tile kernels down rows ir..mt−1 of the block at row i0 for one B
+// panel, whose first nn columns are C's columns j..j+nn−1.
+func (w *worker) sweepPanel(kb, i0, ir, mt, j, nn int, panel []float32, acc bool) {
+	for ; ir < mt; ir += mr {
+		mm := min(mr, mt-ir)
+		ap := w.curA[ir*kb:]
+		off := (i0+ir)*w.ldc + j
+		if w.pair != nil && nn == nr && ir+2*mr <= mt {
+			w.pair(kb, ap, w.curA[(ir+mr)*kb:], panel, nr, w.c[off:], w.ldc, acc)
+			ir += mr
+			continue
+		}
+		if mm == mr && nn == nr {
+			w.tile6x16(kb, ap, panel, nr, w.c[off:], w.ldc, acc)
+			continue
+		}
+		// Edge tile: the same kernel into a scratch tile, then the same c + Σ into
+		// C, so edge elements round exactly like interior ones.
+		w.tile6x16(kb, ap, panel, nr, w.tmp[:], nr, false)
+		for i := range mm {
+			addInto(w.c[off+i*w.ldc:][:nn], w.tmp[i*nr:i*nr+nn], acc)
 		}
 	}
 }
