@@ -36,21 +36,26 @@ func TestAVX512MatchesAVX2(t *testing.T) {
 	sameAcrossKernels(t, rand.New(rand.NewPCG(11, 12)), with, without, shapes, [3]int{3, 5, 2}, "AVX-512 result differs from AVX2")
 }
 
-// TestWideMatchesPair: the 12×32 wide kernel forms every element as the 12×16 pair
-// kernel does, so products are bitwise the same with or without it — an even and an odd
-// number of panels (a last panel left without a partner), edge columns, row counts that
-// leave a 6-row tile or an edge tile below the last whole pair, several k-blocks, every
-// transpose, accumulation and several workers.
+// TestWideMatchesPair: the 12×32 wide kernel and the edge kernels form every element as
+// the 12×16 pair kernel (and the 6×16 tile kernel through its scratch tile) do, so
+// products are bitwise the same with or without them — an even and an odd number of
+// panels (a last panel left without a partner), edge columns, row counts that leave 1 to
+// 11 rows below the last whole pair, products smaller than one tile, several k-blocks,
+// every transpose, accumulation and several workers.
 func TestWideMatchesPair(t *testing.T) {
 	cputest.RequireAVX512(t, hasAVX512())
 	with := defaultKernels()
-	if with.wide == nil {
-		t.Fatal("AVX-512 CPU but no wide kernel chosen")
+	if with.wide == nil || with.edge == nil {
+		t.Fatal("AVX-512 CPU but no wide or edge kernel chosen")
 	}
-	without := with
+	wideOnly := with
+	wideOnly.edge = nil
+	without := wideOnly
 	without.wide = nil
-	shapes := [][3]int{{12, 16, 32}, {24, 7, 48}, {41, 300, 512}, {45, 512, 40}, {384, 512, 1024}, {17, 33, 100}, {11, 64, 64}, {383, 64, 383}}
-	sameAcrossKernels(t, rand.New(rand.NewPCG(41, 42)), with, without, shapes, [3]int{3, 5, 2}, "wide result differs from the pair kernel's")
+	shapes := [][3]int{{12, 16, 32}, {24, 7, 48}, {41, 300, 512}, {45, 512, 40}, {384, 512, 1024}, {17, 33, 100},
+		{11, 64, 64}, {383, 64, 383}, {5, 20, 3}, {7, 9, 17}, {1, 5, 31}, {30, 70, 47}, {13, 8, 15}}
+	sameAcrossKernels(t, rand.New(rand.NewPCG(41, 42)), with, without, shapes, [3]int{3, 5, 2}, "wide and edge result differs from the pair kernel's")
+	sameAcrossKernels(t, rand.New(rand.NewPCG(43, 44)), wideOnly, without, shapes, [3]int{3, 5, 2}, "wide result differs from the pair kernel's")
 }
 
 // BenchmarkKernelSets compares the AVX2 tile kernel, the AVX-512 pair kernel and the

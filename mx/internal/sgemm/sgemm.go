@@ -66,7 +66,10 @@ type kernels struct {
 	pair     pairKernel
 	// wide, when set, is pair on two adjacent B panels at once (a 2mr×2nr tile), rounding
 	// exactly as two pair calls.
-	wide   wideKernel
+	wide wideKernel
+	// edge, when set (with wide), computes the tiles wide and pair cannot — fewer rows
+	// than 2mr, or a last panel only partly inside C — straight into C.
+	edge   edgeTileKernel
 	row    rowKernel
 	skinny skinnyKernel
 	// skinnyT16, when set, is skinny for sixteen rows of a transposed A (one vector of
@@ -119,6 +122,11 @@ const (
 // bitwise the same as two kernel calls. A wider register file (AVX-512's ZMM) holds a
 // whole nr-wide row in one register, so twice the rows share each load of B.
 type pairKernel func(kc int, a0, a1, b []float32, ldb int, c []float32, ldc int, acc bool)
+
+// edgeTileKernel computes rows (1 to 2mr) rows and cols (1 to 2nr; b1 is read only past
+// nr) columns of a 2mr×2nr tile as wideKernel would, storing only those into C: the
+// rounding of every element is the tile kernels'.
+type edgeTileKernel func(kc int, a0, a1, b0, b1 []float32, ldb int, c []float32, ldc int, acc bool, rows, cols int)
 
 // wideKernel is pairKernel on the 2mr×2nr tile of A micro-panels a0, a1 and B panels b0
 // (columns 0..nr−1) and b1 (nr..2nr−1): bitwise the same as a pair call on each panel.
@@ -885,6 +893,10 @@ func (w *worker) thinTile(i0, mt, j0, nt int) {
 // products spent about as long packing B as multiplying). Two full panels at a time go
 // through the wide kernel where there is one, for every whole pair of A micro-panels.
 func (w *worker) sweep(kb, i0, mt, j0, nt int, bp []float32, acc bool, pf *bAhead) {
+	if w.edge != nil && w.wide != nil {
+		w.sweepWide(kb, i0, mt, j0, nt, bp, acc, pf)
+		return
+	}
 	panels := (nt + nr - 1) / nr
 	for jr := 0; jr < nt; jr += nr {
 		q := jr / nr
@@ -909,6 +921,42 @@ func (w *worker) sweep(kb, i0, mt, j0, nt int, bp []float32, acc bool, pf *bAhea
 		w.sweepPanel(kb, i0, ir, mt, j0+jr, nr, panel, acc)
 		w.sweepPanel(kb, i0, ir, mt, j0+jr+nr, nr, next, acc)
 		jr += nr
+	}
+}
+
+// sweepWide is sweep with the wide and edge kernels: C is covered in blocks of two panels
+// (2nr columns, fewer at the right edge) by 2mr rows (fewer at the bottom), every block in
+// one kernel call that stores straight into C.
+func (w *worker) sweepWide(kb, i0, mt, j0, nt int, bp []float32, acc bool, pf *bAhead) {
+	panels := (nt + nr - 1) / nr
+	for jr := 0; jr < nt; jr += 2 * nr {
+		q := jr / nr
+		cols := min(2*nr, nt-jr)
+		if pf != nil {
+			pf.hint(q*pf.segs/panels, min(q+2, panels)*pf.segs/panels)
+		}
+		panel := bp[jr*kb:]
+		next := panel
+		if cols > nr {
+			next = bp[(jr+nr)*kb:]
+		}
+		for ir := 0; ir < mt; ir += 2 * mr {
+			rows := min(2*mr, mt-ir)
+			a0 := w.curA[ir*kb:]
+			a1 := a0
+			if rows > mr {
+				a1 = w.curA[(ir+mr)*kb:]
+			}
+			c := w.c[(i0+ir)*w.ldc+j0+jr:]
+			switch {
+			case rows == 2*mr && cols == 2*nr:
+				w.wide(kb, a0, a1, panel, next, nr, c, w.ldc, acc)
+			case rows == 2*mr && cols == nr:
+				w.pair(kb, a0, a1, panel, nr, c, w.ldc, acc)
+			default:
+				w.edge(kb, a0, a1, panel, next, nr, c, w.ldc, acc, rows, cols)
+			}
+		}
 	}
 }
 
