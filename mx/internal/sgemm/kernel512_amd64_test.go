@@ -58,6 +58,31 @@ func TestWideMatchesPair(t *testing.T) {
 	sameAcrossKernels(t, rand.New(rand.NewPCG(43, 44)), wideOnly, without, shapes, [3]int{3, 5, 2}, "wide result differs from the pair kernel's")
 }
 
+// TestInplaceMatchesPacked: reading A in place (products at most inplaceMaxN wide, in
+// whole panel pairs) forms every element as the packed kernels do — transposed and
+// untransposed A, padded strides, several k-blocks, rows past the last block of twelve
+// (packed, through the edge kernel), accumulation and several workers — and the plan
+// takes it exactly for those widths.
+func TestInplaceMatchesPacked(t *testing.T) {
+	cputest.RequireAVX512(t, hasAVX512())
+	with := defaultKernels()
+	if with.inplace == nil {
+		t.Fatal("AVX-512 CPU but no in-place kernel chosen")
+	}
+	without := with
+	without.inplace = nil
+	shapes := [][3]int{{12, 5, 32}, {24, 64, 64}, {383, 512, 64}, {512, 383, 64}, {17, 300, 96}, {7, 33, 128}, {100, 1, 64}, {30, 257, 32}}
+	sameAcrossKernels(t, rand.New(rand.NewPCG(51, 52)), with, without, shapes, [3]int{3, 5, 2}, "in-place result differs from the packed kernels'")
+	for _, c := range []struct {
+		n, lda int
+		want   bool
+	}{{32, 64, true}, {64, 383, true}, {128, 64, true}, {48, 64, false}, {160, 64, false}, {16, 64, false}, {64, 1024, false}, {64, 2048, false}} {
+		if got := newPlan(&problem{m: 100, n: c.n, k: 64, lda: c.lda}, with).inplaceA; got != c.want {
+			t.Errorf("N=%d lda=%d: inplaceA %v, want %v", c.n, c.lda, got, c.want)
+		}
+	}
+}
+
 // BenchmarkKernelSets compares the AVX2 tile kernel, the AVX-512 pair kernel and the
 // wide kernel on one core and on all of them.
 func BenchmarkKernelSets(b *testing.B) {

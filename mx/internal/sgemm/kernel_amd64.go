@@ -27,7 +27,7 @@ func defaultKernels() kernels {
 	ks.prefetch = true
 	if hasAVX512() {
 		ks.tile6x16, ks.pair, ks.thin, ks.skinnyT16 = kernel6x16AVX512, kernelAVX512, thinAVX512, skinnyT16AVX512
-		ks.wide, ks.edge = kernelWideAVX512, edgeAVX512
+		ks.wide, ks.edge, ks.inplace = kernelWideAVX512, edgeAVX512, inplaceAVX512
 	}
 	return ks
 }
@@ -286,6 +286,30 @@ func edgeAVX512(kc int, a0, a1, b0, b1 []float32, ldb int, c []float32, ldc int,
 	}
 	k(kc, &a0[0], &a1[0], &b0[0], &b1[0], ldb, &c[0], ldc, acc, rows, mask)
 }
+
+// inplaceAVX512 checks the slice bounds the assembly relies on, then runs the in-place
+// wide kernel.
+func inplaceAVX512(ta Trans, kc int, a []float32, lda int, b0, b1 []float32, ldb int, c []float32, ldc int, acc bool) {
+	if kc == 0 {
+		panic("sgemm: in-place kernel without k steps")
+	}
+	_ = b0[(kc-1)*ldb+nr-1]
+	_ = b1[(kc-1)*ldb+nr-1]
+	_ = c[(2*mr-1)*ldc+2*nr-1]
+	if ta {
+		_ = a[(kc-1)*lda+2*mr-1]
+		kern12x32t(kc, &a[0], lda, &b0[0], &b1[0], ldb, &c[0], ldc, acc)
+		return
+	}
+	_ = a[(2*mr-1)*lda+kc-1]
+	kern12x32n(kc, &a[0], lda, &b0[0], &b1[0], ldb, &c[0], ldc, acc)
+}
+
+//go:noescape
+func kern12x32t(kc int, a *float32, lda int, b0, b1 *float32, ldb int, c *float32, ldc int, acc bool)
+
+//go:noescape
+func kern12x32n(kc int, a *float32, lda int, b0, b1 *float32, ldb int, c *float32, ldc int, acc bool)
 
 // edgeKernel computes a tile of C that is not whole — rows (at most the tile's height)
 // rows, and a last panel of which mask selects the columns in C — storing straight into
