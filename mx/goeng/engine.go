@@ -257,7 +257,8 @@ func (e *Engine) RMSNorm(h, hw mx.Handle, eps float64) mx.Handle {
 	if hw != nil {
 		w = tt(hw)
 	}
-	return record(rmsNormKernel(x, w, eps), "rms_norm", []*tensor{x, w}, rmsNormVJP(x, w, eps))
+	out, inv := rmsNormKernel(x, w, eps)
+	return record(out, "rms_norm", []*tensor{x, w}, rmsNormVJP(x, w, inv))
 }
 
 func (e *Engine) RoPE(h mx.Handle, p mx.RoPEParams) mx.Handle {

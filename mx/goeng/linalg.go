@@ -270,8 +270,10 @@ func scatterAddF32(shape []int, g []float32, pos []int) []float32 {
 	return out
 }
 
-// rmsNormKernel: y = x · rsqrt(mean(x²) + eps) · w over the last axis.
-func rmsNormKernel(x, w *tensor, eps float64) *tensor {
+// rmsNormKernel: y = x · rsqrt(mean(x²) + eps) · w over the last axis, and the
+// rsqrt(mean(x²) + eps) of every row (rmsInv), which the VJP reuses instead of reading
+// x once more to recompute it.
+func rmsNormKernel(x, w *tensor, eps float64) (*tensor, []float32) {
 	d := x.shape[len(x.shape)-1]
 	in := x.f32()
 	var wv []float32
@@ -280,17 +282,19 @@ func rmsNormKernel(x, w *tensor, eps float64) *tensor {
 	}
 	out := uninit.Float32s(len(in))
 	rows := len(in) / max(d, 1)
+	inv := make([]float32, rows)
 	parallelFor(rows, d, func(lo, hi int) {
 		for r := lo; r < hi; r++ {
 			row, dst := in[r*d:(r+1)*d], out[r*d:(r+1)*d]
-			rmsScaleRow(dst, row, wv, rmsInv(row, eps))
+			inv[r] = rmsInv(row, eps)
+			rmsScaleRow(dst, row, wv, inv[r])
 		}
 	})
 	dt := x.dt
 	if w != nil {
 		dt = mx.PromoteTypes(dt, w.dt)
 	}
-	return fromF32(x.shape, dt, out)
+	return fromF32(x.shape, dt, out), inv
 }
 
 // rmsInv is (mean x² + eps)^-½ over row, the squares summed in float64 in four

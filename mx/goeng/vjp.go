@@ -467,7 +467,7 @@ func takeAlongVJP(x, idx *tensor, axis int) func(g *tensor) []*tensor {
 // dx = r·(g⊙w) − x·r³/D·Σ(g⊙w⊙x),   dw = Σ_rows g⊙x·r.
 // Rows run in parallel; dw is summed in float64 over fixed blocks of rows and the blocks
 // added in order, so its bits do not depend on the number of threads.
-func rmsNormVJP(x, w *tensor, eps float64) func(g *tensor) []*tensor {
+func rmsNormVJP(x, w *tensor, invF []float32) func(g *tensor) []*tensor {
 	return func(g *tensor) []*tensor {
 		d := x.shape[len(x.shape)-1]
 		xv, gv := x.f32(), g.f32()
@@ -479,15 +479,12 @@ func rmsNormVJP(x, w *tensor, eps float64) func(g *tensor) []*tensor {
 		// cotangent: the backward would drop it, so it is not computed.
 		wantX, wantW := x.node != nil, w != nil && w.node != nil
 		rows := len(xv) / max(d, 1)
+		// r of every row, as the forward computed it (rmsInv).
 		inv := make([]float64, rows)
+		for r, v := range invF {
+			inv[r] = float64(v)
+		}
 		if !wantX {
-			if wantW {
-				parallelFor(rows, d, func(lo, hi int) {
-					for r := lo; r < hi; r++ {
-						inv[r] = float64(rmsInv(xv[r*d:(r+1)*d], eps))
-					}
-				})
-			}
 			return []*tensor{nil, rmsNormWeightGrad(xv, gv, inv, w, d)}
 		}
 		dx := uninit.Float32s(len(xv))
@@ -495,8 +492,7 @@ func rmsNormVJP(x, w *tensor, eps float64) func(g *tensor) []*tensor {
 		parallelFor(rows, 4*d, func(lo, hi int) {
 			for r := lo; r < hi; r++ {
 				row, grow, drow := xv[r*d:(r+1)*d], gv[r*d:(r+1)*d], dx[r*d:(r+1)*d]
-				ir := float64(rmsInv(row, eps))
-				inv[r] = ir
+				ir := inv[r]
 				var dot float64
 				if wv == nil {
 					dot = dot4(grow, row)

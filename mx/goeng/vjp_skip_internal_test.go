@@ -22,9 +22,10 @@ func TestRMSNormVJPOnlyTraced(t *testing.T) {
 		}
 		return a
 	}
-	full := rmsNormVJP(traced(x, true), traced(w, true), 1e-6)(g)
+	_, inv := rmsNormKernel(x, w, 1e-6)
+	full := rmsNormVJP(traced(x, true), traced(w, true), inv)(g)
 	for _, c := range []struct{ x, w bool }{{true, true}, {true, false}, {false, true}, {false, false}} {
-		got := rmsNormVJP(traced(x, c.x), traced(w, c.w), 1e-6)(g)
+		got := rmsNormVJP(traced(x, c.x), traced(w, c.w), inv)(g)
 		for i, want := range []bool{c.x, c.w} {
 			if (got[i] != nil) != want {
 				t.Fatalf("x traced %v, w traced %v: cotangent %d present %v, want %v", c.x, c.w, i, got[i] != nil, want)

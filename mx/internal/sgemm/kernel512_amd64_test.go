@@ -36,11 +36,60 @@ func TestAVX512MatchesAVX2(t *testing.T) {
 	sameAcrossKernels(t, rand.New(rand.NewPCG(11, 12)), with, without, shapes, [3]int{3, 5, 2}, "AVX-512 result differs from AVX2")
 }
 
-// BenchmarkKernelSets compares the AVX2 tile kernel with the AVX-512 pair kernel on one
-// core and on all of them.
+// TestWideMatchesPair: the 12×32 wide kernel and the edge kernels form every element as
+// the 12×16 pair kernel (and the 6×16 tile kernel through its scratch tile) do, so
+// products are bitwise the same with or without them — an even and an odd number of
+// panels (a last panel left without a partner), edge columns, row counts that leave 1 to
+// 11 rows below the last whole pair, products smaller than one tile, several k-blocks,
+// every transpose, accumulation and several workers.
+func TestWideMatchesPair(t *testing.T) {
+	cputest.RequireAVX512(t, hasAVX512())
+	with := defaultKernels()
+	if with.wide == nil || with.edge == nil {
+		t.Fatal("AVX-512 CPU but no wide or edge kernel chosen")
+	}
+	wideOnly := with
+	wideOnly.edge = nil
+	without := wideOnly
+	without.wide = nil
+	shapes := [][3]int{{12, 16, 32}, {24, 7, 48}, {41, 300, 512}, {45, 512, 40}, {384, 512, 1024}, {17, 33, 100},
+		{11, 64, 64}, {383, 64, 383}, {5, 20, 3}, {7, 9, 17}, {1, 5, 31}, {30, 70, 47}, {13, 8, 15}}
+	sameAcrossKernels(t, rand.New(rand.NewPCG(41, 42)), with, without, shapes, [3]int{3, 5, 2}, "wide and edge result differs from the pair kernel's")
+	sameAcrossKernels(t, rand.New(rand.NewPCG(43, 44)), wideOnly, without, shapes, [3]int{3, 5, 2}, "wide result differs from the pair kernel's")
+}
+
+// TestInplaceMatchesPacked: reading A in place (products at most inplaceMaxN wide, in
+// whole panel pairs) forms every element as the packed kernels do — transposed and
+// untransposed A, padded strides, several k-blocks, rows past the last block of twelve
+// (packed, through the edge kernel), accumulation and several workers — and the plan
+// takes it exactly for those widths.
+func TestInplaceMatchesPacked(t *testing.T) {
+	cputest.RequireAVX512(t, hasAVX512())
+	with := defaultKernels()
+	if with.inplace == nil {
+		t.Fatal("AVX-512 CPU but no in-place kernel chosen")
+	}
+	without := with
+	without.inplace = nil
+	shapes := [][3]int{{12, 5, 32}, {24, 64, 64}, {383, 512, 64}, {512, 383, 64}, {17, 300, 96}, {7, 33, 128}, {100, 1, 64}, {30, 257, 32}}
+	sameAcrossKernels(t, rand.New(rand.NewPCG(51, 52)), with, without, shapes, [3]int{3, 5, 2}, "in-place result differs from the packed kernels'")
+	for _, c := range []struct {
+		n, lda int
+		want   bool
+	}{{32, 64, true}, {64, 383, true}, {128, 64, true}, {48, 64, false}, {160, 64, false}, {16, 64, false}, {64, 1024, false}, {64, 2048, false}} {
+		if got := newPlan(&problem{m: 100, n: c.n, k: 64, lda: c.lda}, with).inplaceA; got != c.want {
+			t.Errorf("N=%d lda=%d: inplaceA %v, want %v", c.n, c.lda, got, c.want)
+		}
+	}
+}
+
+// BenchmarkKernelSets compares the AVX2 tile kernel, the AVX-512 pair kernel and the
+// wide kernel on one core and on all of them.
 func BenchmarkKernelSets(b *testing.B) {
 	cputest.RequireAVX512(b, hasAVX512())
-	for _, ks := range []namedKernels{{"avx2", avx2Kernels()}, {"avx512", defaultKernels()}} {
+	pair := defaultKernels()
+	pair.wide = nil
+	for _, ks := range []namedKernels{{"avx2", avx2Kernels()}, {"pair", pair}, {"avx512", defaultKernels()}} {
 		for _, s := range [][3]int{{256, 512, 1024}, {512, 512, 512}} {
 			for _, w := range []int{1, maxProcs()} {
 				b.Run(fmt.Sprintf("%s/%dx%dx%d/w%d", ks.name, s[0], s[1], s[2], w), func(b *testing.B) {

@@ -3,6 +3,7 @@
 package sgemm
 
 import (
+	"fmt"
 	"unsafe"
 
 	"golang.org/x/sys/cpu"
@@ -26,6 +27,7 @@ func defaultKernels() kernels {
 	ks.prefetch = true
 	if hasAVX512() {
 		ks.tile6x16, ks.pair, ks.thin, ks.skinnyT16 = kernel6x16AVX512, kernelAVX512, thinAVX512, skinnyT16AVX512
+		ks.wide, ks.edge, ks.inplace = kernelWideAVX512, edgeAVX512, inplaceAVX512
 	}
 	return ks
 }
@@ -43,6 +45,26 @@ func kernelAVX512(kc int, a0, a1, b []float32, ldb int, c []float32, ldc int, ac
 	_ = c[(2*mr-1)*ldc+nr-1]
 	kern12x16(kc, &a0[0], &a1[0], &b[0], ldb, &c[0], ldc, acc)
 }
+
+// kernelWideAVX512 checks the slice bounds the assembly relies on, then runs it.
+func kernelWideAVX512(kc int, a0, a1, b0, b1 []float32, ldb int, c []float32, ldc int, acc bool) {
+	if kc == 0 {
+		kernelAVX512(kc, a0, a1, b0, ldb, c, ldc, acc)
+		kernelAVX512(kc, a0, a1, b1, ldb, c[nr:], ldc, acc)
+		return
+	}
+	_ = a0[kc*mr-1]
+	_ = a1[kc*mr-1]
+	_ = b0[(kc-1)*ldb+nr-1]
+	_ = b1[(kc-1)*ldb+nr-1]
+	_ = c[(2*mr-1)*ldc+2*nr-1]
+	kern12x32(kc, &a0[0], &a1[0], &b0[0], &b1[0], ldb, &c[0], ldc, acc)
+}
+
+// kern12x32 is kernelWideAVX512 without bounds checks; kc must be positive.
+//
+//go:noescape
+func kern12x32(kc int, a0, a1, b0, b1 *float32, ldb int, c *float32, ldc int, acc bool)
 
 // skinnyT16AVX512 checks the slice bounds the assembly relies on, then runs it.
 func skinnyT16AVX512(kc int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int, acc bool) {
@@ -230,3 +252,78 @@ func fmaPeakZ(n int)
 //
 //go:noescape
 func fmaPeakY(n int)
+
+// edgeAVX512 checks the slice bounds the assembly relies on, then runs the edge kernel
+// for rows×cols: the 6-row kernels for at most mr rows (a1 unread), the 16-wide ones for
+// at most nr columns (b1 unread).
+func edgeAVX512(kc int, a0, a1, b0, b1 []float32, ldb int, c []float32, ldc int, acc bool, rows, cols int) {
+	if kc == 0 || rows < 1 || rows > 2*mr || cols < 1 || cols > 2*nr {
+		panic(fmt.Sprintf("sgemm: edge kernel on %d×%d with %d k steps", rows, cols, kc))
+	}
+	_ = a0[kc*mr-1]
+	_ = b0[(kc-1)*ldb+nr-1]
+	_ = c[(rows-1)*ldc+cols-1]
+	tall, wide := rows > mr, cols > nr
+	if tall {
+		_ = a1[kc*mr-1]
+	}
+	if wide {
+		_ = b1[(kc-1)*ldb+nr-1]
+	}
+	last := cols
+	if wide {
+		last -= nr
+	}
+	mask := uint16(1<<last - 1)
+	k := kern6x16m
+	switch {
+	case tall && wide:
+		k = kern12x32m
+	case tall:
+		k = kern12x16m
+	case wide:
+		k = kern6x32m
+	}
+	k(kc, &a0[0], &a1[0], &b0[0], &b1[0], ldb, &c[0], ldc, acc, rows, mask)
+}
+
+// inplaceAVX512 checks the slice bounds the assembly relies on, then runs the in-place
+// wide kernel.
+func inplaceAVX512(ta Trans, kc int, a []float32, lda int, b0, b1 []float32, ldb int, c []float32, ldc int, acc bool) {
+	if kc == 0 {
+		panic("sgemm: in-place kernel without k steps")
+	}
+	_ = b0[(kc-1)*ldb+nr-1]
+	_ = b1[(kc-1)*ldb+nr-1]
+	_ = c[(2*mr-1)*ldc+2*nr-1]
+	if ta {
+		_ = a[(kc-1)*lda+2*mr-1]
+		kern12x32t(kc, &a[0], lda, &b0[0], &b1[0], ldb, &c[0], ldc, acc)
+		return
+	}
+	_ = a[(2*mr-1)*lda+kc-1]
+	kern12x32n(kc, &a[0], lda, &b0[0], &b1[0], ldb, &c[0], ldc, acc)
+}
+
+//go:noescape
+func kern12x32t(kc int, a *float32, lda int, b0, b1 *float32, ldb int, c *float32, ldc int, acc bool)
+
+//go:noescape
+func kern12x32n(kc int, a *float32, lda int, b0, b1 *float32, ldb int, c *float32, ldc int, acc bool)
+
+// edgeKernel computes a tile of C that is not whole — rows (at most the tile's height)
+// rows, and a last panel of which mask selects the columns in C — storing straight into
+// C: every element is formed as the tile kernels form it (see edge512_amd64.s).
+type edgeKernel func(kc int, a0, a1, b0, b1 *float32, ldb int, c *float32, ldc int, acc bool, rows int, mask uint16)
+
+//go:noescape
+func kern12x32m(kc int, a0, a1, b0, b1 *float32, ldb int, c *float32, ldc int, acc bool, rows int, mask uint16)
+
+//go:noescape
+func kern6x32m(kc int, a0, a1, b0, b1 *float32, ldb int, c *float32, ldc int, acc bool, rows int, mask uint16)
+
+//go:noescape
+func kern12x16m(kc int, a0, a1, b0, b1 *float32, ldb int, c *float32, ldc int, acc bool, rows int, mask uint16)
+
+//go:noescape
+func kern6x16m(kc int, a0, a1, b0, b1 *float32, ldb int, c *float32, ldc int, acc bool, rows int, mask uint16)

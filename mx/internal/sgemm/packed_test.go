@@ -87,7 +87,7 @@ func (w q4) pack(dst []float32, pc, kb, j0, nt int) {
 // decoded copy — and its k-blocks start on multiples of KBlock.
 func TestGemmPacked(t *testing.T) {
 	rng := rand.New(rand.NewPCG(11, 12))
-	for _, s := range [][3]int{{1, 64, 16}, {5, 192, 33}, {40, 320, 100}, {200, 640, 530}} {
+	for _, s := range [][3]int{{1, 64, 16}, {5, 192, 33}, {40, 320, 100}, {200, 640, 530}, {30, 320, 64}} {
 		m, k, n := s[0], s[1], s[2]
 		a := randMat(rng, m*k)
 		w := newQ4(rng, n, k)

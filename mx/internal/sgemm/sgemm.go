@@ -64,8 +64,16 @@ const (
 type kernels struct {
 	tile6x16 kernel
 	pair     pairKernel
-	row      rowKernel
-	skinny   skinnyKernel
+	// wide, when set, is pair on two adjacent B panels at once (a 2mr×2nr tile), rounding
+	// exactly as two pair calls.
+	wide wideKernel
+	// edge, when set (with wide), computes the tiles wide and pair cannot — fewer rows
+	// than 2mr, or a last panel only partly inside C — straight into C.
+	edge edgeTileKernel
+	// inplace, when set (with wide and edge), is wide reading A in place (see inplaceA).
+	inplace inplaceKernel
+	row     rowKernel
+	skinny  skinnyKernel
 	// skinnyT16, when set, is skinny for sixteen rows of a transposed A (one vector of
 	// sixteen A values per k step: the LoRA gradient xᵀ·dxa).
 	skinnyT16 skinnyT16Kernel
@@ -116,6 +124,25 @@ const (
 // bitwise the same as two kernel calls. A wider register file (AVX-512's ZMM) holds a
 // whole nr-wide row in one register, so twice the rows share each load of B.
 type pairKernel func(kc int, a0, a1, b []float32, ldb int, c []float32, ldc int, acc bool)
+
+// edgeTileKernel computes rows (1 to 2mr) rows and cols (1 to 2nr; b1 is read only past
+// nr) columns of a 2mr×2nr tile as wideKernel would, storing only those into C: the
+// rounding of every element is the tile kernels'.
+type edgeTileKernel func(kc int, a0, a1, b0, b1 []float32, ldb int, c []float32, ldc int, acc bool, rows, cols int)
+
+// inplaceKernel is wideKernel for 2mr rows of op(A) read in place from a with row
+// stride lda (A[i, p] at a[i·lda + p], or a[p·lda + i] when ta is set) instead of from
+// packed micro-panels, rounding exactly as wideKernel does.
+type inplaceKernel func(ta Trans, kc int, a []float32, lda int, b0, b1 []float32, ldb int, c []float32, ldc int, acc bool)
+
+// inplaceMaxN is the widest product whose A the tile kernels read in place: at N = 64
+// (attention's P·V, dS·K, Pᵀ·dO, dSᵀ·Q) each element of A packed feeds only 64
+// multiply-adds, so packing it cost about as much as the product.
+const inplaceMaxN = 128
+
+// wideKernel is pairKernel on the 2mr×2nr tile of A micro-panels a0, a1 and B panels b0
+// (columns 0..nr−1) and b1 (nr..2nr−1): bitwise the same as a pair call on each panel.
+type wideKernel func(kc int, a0, a1, b0, b1 []float32, ldb int, c []float32, ldc int, acc bool)
 
 // rowKernel adds a row of sums for a single row of A:
 //
@@ -320,6 +347,9 @@ type plan struct {
 	// to read, and the thin kernel reads A in place.
 	thin  bool
 	thinB *[]float32
+	// inplaceA: op(A) is never packed; the in-place kernel reads it (whole blocks of 2mr
+	// rows; the rows past the last are packed and go through the edge kernel).
+	inplaceA bool
 }
 
 func newPlan(p *problem, ks kernels) plan {
@@ -330,7 +360,16 @@ func newPlan(p *problem, ks kernels) plan {
 	pl.rows = !pl.skinny && ks.row != nil && p.m <= smallM && p.tb == NoTrans && p.pack == nil
 	// Few k steps and an A read in place: the thin kernel.
 	pl.thin = !pl.skinny && !pl.rows && ks.thin != nil && p.k <= thinMaxK && p.m >= thinRows && p.ta == NoTrans && p.pack == nil
+	// Few panels, all of them paired: A in place — unless A's rows are a multiple of 4 KiB
+	// apart, which puts the lines a block of A reads into one L1 set (1024×383×64 with a
+	// transposed A: 95 → 93 GFLOP/s on one core; at a stride of 383, 384 or 512 floats
+	// the in-place kernel is 7-13 % faster).
+	pl.inplaceA = !pl.skinny && !pl.rows && !pl.thin && ks.inplace != nil && ks.wide != nil && ks.edge != nil &&
+		p.n <= inplaceMaxN && p.n%(2*nr) == 0 && p.lda%1024 != 0
 	pl.unitM, pl.unitN = mr, nr
+	if pl.inplaceA {
+		pl.unitN = 2 * nr // tiles of whole panel pairs
+	}
 	if ks.pair != nil {
 		pl.unitM = 2 * mr // tiles of whole pairs of panels
 	}
@@ -365,7 +404,7 @@ func newPlan(p *problem, ks kernels) plan {
 // single panel wide (a LoRA down-projection, x·A with rank 8 columns) can only be cut
 // by rows, and is.
 func (pl *plan) cut(want int) {
-	if pl.tilesM == 1 {
+	if pl.tilesM == 1 && !pl.inplaceA {
 		for pl.tilesN < want && pl.tn >= 2*pl.unitN {
 			pl.tn, pl.tilesN = split(pl.n, roundUp(pl.tn/2, pl.unitN), pl.unitN)
 		}
@@ -402,7 +441,7 @@ func shareA(plans []plan, workers int) {
 	var jobs []job
 	for i := range plans {
 		pl := &plans[i]
-		if pl.tilesM != 1 || pl.tilesN < 2 {
+		if pl.tilesM != 1 || pl.tilesN < 2 || pl.inplaceA {
 			continue
 		}
 		buf := sharedAPool.Get().(*[]float32)
@@ -563,7 +602,7 @@ func Scratch(m, n, k int, ta, tb, packed bool, workers int) (perWorker, shared, 
 		if pl.thin {
 			shared += roundUp(pl.n, nr) * pl.k
 		}
-		if running > 1 && pl.tilesM == 1 && pl.tilesN >= 2 {
+		if running > 1 && pl.tilesM == 1 && pl.tilesN >= 2 && !pl.inplaceA {
 			shared += roundUp(pl.m, mr) * pl.k
 		}
 	}
@@ -740,6 +779,10 @@ func (w *worker) tile(i0, mt, j0, nt int) {
 		w.thinTile(i0, mt, j0, nt)
 		return
 	}
+	if w.plan != nil && w.plan.inplaceA {
+		w.inplaceTile(i0, mt, j0, nt)
+		return
+	}
 	for pc := 0; pc < w.k; pc += w.kc {
 		kb := min(w.kc, w.k-pc)
 		acc := w.acc || pc > 0
@@ -777,6 +820,44 @@ func (w *worker) tile(i0, mt, j0, nt int) {
 		if nw < nt {
 			packB(w.bufB, w.b, w.ldb, w.tb, pc, kb, j0+nw, nt-nw)
 			w.sweep(kb, i0, mt, j0+nw, nt-nw, w.bufB, acc, nil)
+		}
+	}
+}
+
+// inplaceTile is tile for an inplaceA plan: per k-block, B is packed as usual and the
+// in-place kernel runs over every whole block of 2mr rows, each block across all the
+// tile's panel pairs (its rows of A stay in L1); the rows past the last whole block are
+// packed and go through the edge kernel.
+func (w *worker) inplaceTile(i0, mt, j0, nt int) {
+	full := mt / (2 * mr) * (2 * mr)
+	for pc := 0; pc < w.k; pc += w.kc {
+		kb := min(w.kc, w.k-pc)
+		acc := w.acc || pc > 0
+		if w.pack != nil {
+			w.pack(w.bufB[:roundUp(nt, nr)*kb], pc, kb, j0, nt)
+		} else {
+			packB(w.bufB, w.b, w.ldb, w.tb, pc, kb, j0, nt)
+		}
+		for ir := 0; ir < full; ir += 2 * mr {
+			var a []float32
+			if w.ta {
+				a = w.a[pc*w.lda+i0+ir:]
+			} else {
+				a = w.a[(i0+ir)*w.lda+pc:]
+			}
+			for jr := 0; jr < nt; jr += 2 * nr {
+				w.inplace(w.ta, kb, a, w.lda, w.bufB[jr*kb:], w.bufB[(jr+nr)*kb:], nr, w.c[(i0+ir)*w.ldc+j0+jr:], w.ldc, acc)
+			}
+		}
+		if rest := mt - full; rest > 0 {
+			packA(w.bufA, w.a, w.lda, w.ta, i0+full, rest, pc, kb)
+			a1 := w.bufA
+			if rest > mr {
+				a1 = w.bufA[mr*kb:]
+			}
+			for jr := 0; jr < nt; jr += 2 * nr {
+				w.edge(kb, w.bufA, a1, w.bufB[jr*kb:], w.bufB[(jr+nr)*kb:], nr, w.c[(i0+full)*w.ldc+j0+jr:], w.ldc, acc, rest, 2*nr)
+			}
 		}
 	}
 }
@@ -875,35 +956,97 @@ func (w *worker) thinTile(i0, mt, j0, nt int) {
 // packed A block and the packed B panels bp. With pf set, each panel's sweep first hints
 // its share of pf's runs into L2, so the next block's weight streams in from memory while
 // this one is multiplied (a float32 weight packs from memory otherwise: the experts' 48-row
-// products spent about as long packing B as multiplying).
+// products spent about as long packing B as multiplying). Two full panels at a time go
+// through the wide kernel where there is one, for every whole pair of A micro-panels.
 func (w *worker) sweep(kb, i0, mt, j0, nt int, bp []float32, acc bool, pf *bAhead) {
+	if w.edge != nil && w.wide != nil {
+		w.sweepWide(kb, i0, mt, j0, nt, bp, acc, pf)
+		return
+	}
 	panels := (nt + nr - 1) / nr
 	for jr := 0; jr < nt; jr += nr {
+		q := jr / nr
+		wide := w.wide != nil && jr+2*nr <= nt && mt >= 2*mr
 		if pf != nil {
-			q := jr / nr
-			pf.hint(q*pf.segs/panels, (q+1)*pf.segs/panels)
+			last := q + 1
+			if wide {
+				last++
+			}
+			pf.hint(q*pf.segs/panels, last*pf.segs/panels)
 		}
-		nn := min(nr, nt-jr)
 		panel := bp[jr*kb:]
-		for ir := 0; ir < mt; ir += mr {
-			mm := min(mr, mt-ir)
-			ap := w.curA[ir*kb:]
-			off := (i0+ir)*w.ldc + j0 + jr
-			if w.pair != nil && nn == nr && ir+2*mr <= mt {
-				w.pair(kb, ap, w.curA[(ir+mr)*kb:], panel, nr, w.c[off:], w.ldc, acc)
-				ir += mr
-				continue
+		if !wide {
+			w.sweepPanel(kb, i0, 0, mt, j0+jr, min(nr, nt-jr), panel, acc)
+			continue
+		}
+		next := bp[(jr+nr)*kb:]
+		ir := 0
+		for ; ir+2*mr <= mt; ir += 2 * mr {
+			w.wide(kb, w.curA[ir*kb:], w.curA[(ir+mr)*kb:], panel, next, nr, w.c[(i0+ir)*w.ldc+j0+jr:], w.ldc, acc)
+		}
+		w.sweepPanel(kb, i0, ir, mt, j0+jr, nr, panel, acc)
+		w.sweepPanel(kb, i0, ir, mt, j0+jr+nr, nr, next, acc)
+		jr += nr
+	}
+}
+
+// sweepWide is sweep with the wide and edge kernels: C is covered in blocks of two panels
+// (2nr columns, fewer at the right edge) by 2mr rows (fewer at the bottom), every block in
+// one kernel call that stores straight into C.
+func (w *worker) sweepWide(kb, i0, mt, j0, nt int, bp []float32, acc bool, pf *bAhead) {
+	panels := (nt + nr - 1) / nr
+	for jr := 0; jr < nt; jr += 2 * nr {
+		q := jr / nr
+		cols := min(2*nr, nt-jr)
+		if pf != nil {
+			pf.hint(q*pf.segs/panels, min(q+2, panels)*pf.segs/panels)
+		}
+		panel := bp[jr*kb:]
+		next := panel
+		if cols > nr {
+			next = bp[(jr+nr)*kb:]
+		}
+		for ir := 0; ir < mt; ir += 2 * mr {
+			rows := min(2*mr, mt-ir)
+			a0 := w.curA[ir*kb:]
+			a1 := a0
+			if rows > mr {
+				a1 = w.curA[(ir+mr)*kb:]
 			}
-			if mm == mr && nn == nr {
-				w.tile6x16(kb, ap, panel, nr, w.c[off:], w.ldc, acc)
-				continue
+			c := w.c[(i0+ir)*w.ldc+j0+jr:]
+			switch {
+			case rows == 2*mr && cols == 2*nr:
+				w.wide(kb, a0, a1, panel, next, nr, c, w.ldc, acc)
+			case rows == 2*mr && cols == nr:
+				w.pair(kb, a0, a1, panel, nr, c, w.ldc, acc)
+			default:
+				w.edge(kb, a0, a1, panel, next, nr, c, w.ldc, acc, rows, cols)
 			}
-			// Edge tile: the same kernel into a scratch tile, then the same c + Σ into
-			// C, so edge elements round exactly like interior ones.
-			w.tile6x16(kb, ap, panel, nr, w.tmp[:], nr, false)
-			for i := range mm {
-				addInto(w.c[off+i*w.ldc:][:nn], w.tmp[i*nr:i*nr+nn], acc)
-			}
+		}
+	}
+}
+
+// sweepPanel runs the tile kernels down rows ir..mt−1 of the block at row i0 for one B
+// panel, whose first nn columns are C's columns j..j+nn−1.
+func (w *worker) sweepPanel(kb, i0, ir, mt, j, nn int, panel []float32, acc bool) {
+	for ; ir < mt; ir += mr {
+		mm := min(mr, mt-ir)
+		ap := w.curA[ir*kb:]
+		off := (i0+ir)*w.ldc + j
+		if w.pair != nil && nn == nr && ir+2*mr <= mt {
+			w.pair(kb, ap, w.curA[(ir+mr)*kb:], panel, nr, w.c[off:], w.ldc, acc)
+			ir += mr
+			continue
+		}
+		if mm == mr && nn == nr {
+			w.tile6x16(kb, ap, panel, nr, w.c[off:], w.ldc, acc)
+			continue
+		}
+		// Edge tile: the same kernel into a scratch tile, then the same c + Σ into
+		// C, so edge elements round exactly like interior ones.
+		w.tile6x16(kb, ap, panel, nr, w.tmp[:], nr, false)
+		for i := range mm {
+			addInto(w.c[off+i*w.ldc:][:nn], w.tmp[i*nr:i*nr+nn], acc)
 		}
 	}
 }

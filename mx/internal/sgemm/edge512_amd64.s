@@ -1,0 +1,641 @@
+//go:build amd64 && !purego
+
+#include "textflag.h"
+
+// The edge kernels: the tile kernels' k loop for a tile of C that is not whole — fewer
+// rows than the tile (rows past the product's last) or a last panel only partly inside C
+// (column mask) — storing straight into C instead of through a scratch tile. Each
+// element is formed as the tile kernels form it (one fused multiply-add per p, in order,
+// from zero, then stored or added to c), so the bits are the same; rows past rows and
+// columns outside the mask are computed from the zero-padded packed panels and dropped.
+//
+// func kernRxWm(kc int, a0, a1, b0, b1 *float32, ldb int, c *float32, ldc int, acc bool, rows int, mask uint16)
+//
+// a0 holds tile rows 0–5 and a1 rows 6–11 as packed micro-panels (a[p*6 + i]; a1 unused
+// by the 6-row kernels); b0 is the panel of columns 0–15 and b1 (32-wide kernels) the
+// panel of columns 16–31, both with row stride ldb floats; mask selects the columns of
+// the last panel (b0 in the 16-wide kernels, b1 in the 32-wide ones) that are stored;
+// rows (1 to R) is how many tile rows are. kc must be positive.
+
+
+#define STEP12x32(off) \
+	VMOVUPS (DI), Z24; \
+	VMOVUPS (R12), Z25; \
+	VBROADCASTSS off+0(SI), Z26; \
+	VFMADD231PS Z26, Z24, Z0; \
+	VFMADD231PS Z26, Z25, Z12; \
+	VBROADCASTSS off+4(SI), Z27; \
+	VFMADD231PS Z27, Z24, Z1; \
+	VFMADD231PS Z27, Z25, Z13; \
+	VBROADCASTSS off+8(SI), Z28; \
+	VFMADD231PS Z28, Z24, Z2; \
+	VFMADD231PS Z28, Z25, Z14; \
+	VBROADCASTSS off+12(SI), Z29; \
+	VFMADD231PS Z29, Z24, Z3; \
+	VFMADD231PS Z29, Z25, Z15; \
+	VBROADCASTSS off+16(SI), Z30; \
+	VFMADD231PS Z30, Z24, Z4; \
+	VFMADD231PS Z30, Z25, Z16; \
+	VBROADCASTSS off+20(SI), Z31; \
+	VFMADD231PS Z31, Z24, Z5; \
+	VFMADD231PS Z31, Z25, Z17; \
+	VBROADCASTSS off+0(R10), Z26; \
+	VFMADD231PS Z26, Z24, Z6; \
+	VFMADD231PS Z26, Z25, Z18; \
+	VBROADCASTSS off+4(R10), Z27; \
+	VFMADD231PS Z27, Z24, Z7; \
+	VFMADD231PS Z27, Z25, Z19; \
+	VBROADCASTSS off+8(R10), Z28; \
+	VFMADD231PS Z28, Z24, Z8; \
+	VFMADD231PS Z28, Z25, Z20; \
+	VBROADCASTSS off+12(R10), Z29; \
+	VFMADD231PS Z29, Z24, Z9; \
+	VFMADD231PS Z29, Z25, Z21; \
+	VBROADCASTSS off+16(R10), Z30; \
+	VFMADD231PS Z30, Z24, Z10; \
+	VFMADD231PS Z30, Z25, Z22; \
+	VBROADCASTSS off+20(R10), Z31; \
+	VFMADD231PS Z31, Z24, Z11; \
+	VFMADD231PS Z31, Z25, Z23
+
+TEXT ·kern12x32m(SB), NOSPLIT, $0-82
+	MOVQ kc+0(FP), CX
+	MOVQ a0+8(FP), SI
+	MOVQ a1+16(FP), R10
+	MOVQ b0+24(FP), DI
+	MOVQ b1+32(FP), R12
+	MOVQ ldb+40(FP), R8
+	SHLQ $2, R8
+	MOVQ c+48(FP), DX
+	MOVQ ldc+56(FP), R9
+	SHLQ $2, R9
+	MOVQ rows+72(FP), AX
+	KMOVW mask+80(FP), K1
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+	VPXORD Z16, Z16, Z16
+	VPXORD Z17, Z17, Z17
+	VPXORD Z18, Z18, Z18
+	VPXORD Z19, Z19, Z19
+	VPXORD Z20, Z20, Z20
+	VPXORD Z21, Z21, Z21
+	VPXORD Z22, Z22, Z22
+	VPXORD Z23, Z23, Z23
+
+kern12x32mloop:
+	STEP12x32(0)
+	ADDQ $24, SI
+	ADDQ $24, R10
+	ADDQ R8, DI
+	ADDQ R8, R12
+	DECQ CX
+	JNZ  kern12x32mloop
+
+	CMPB acc+64(FP), $0
+	JEQ  kern12x32mset
+	VADDPS (DX), Z0, Z0
+	VADDPS 64(DX), Z12, K1, Z12
+	VMOVUPS Z0, (DX)
+	VMOVUPS Z12, K1, 64(DX)
+	CMPQ AX, $1
+	JLE  kern12x32mdone
+	ADDQ R9, DX
+	VADDPS (DX), Z1, Z1
+	VADDPS 64(DX), Z13, K1, Z13
+	VMOVUPS Z1, (DX)
+	VMOVUPS Z13, K1, 64(DX)
+	CMPQ AX, $2
+	JLE  kern12x32mdone
+	ADDQ R9, DX
+	VADDPS (DX), Z2, Z2
+	VADDPS 64(DX), Z14, K1, Z14
+	VMOVUPS Z2, (DX)
+	VMOVUPS Z14, K1, 64(DX)
+	CMPQ AX, $3
+	JLE  kern12x32mdone
+	ADDQ R9, DX
+	VADDPS (DX), Z3, Z3
+	VADDPS 64(DX), Z15, K1, Z15
+	VMOVUPS Z3, (DX)
+	VMOVUPS Z15, K1, 64(DX)
+	CMPQ AX, $4
+	JLE  kern12x32mdone
+	ADDQ R9, DX
+	VADDPS (DX), Z4, Z4
+	VADDPS 64(DX), Z16, K1, Z16
+	VMOVUPS Z4, (DX)
+	VMOVUPS Z16, K1, 64(DX)
+	CMPQ AX, $5
+	JLE  kern12x32mdone
+	ADDQ R9, DX
+	VADDPS (DX), Z5, Z5
+	VADDPS 64(DX), Z17, K1, Z17
+	VMOVUPS Z5, (DX)
+	VMOVUPS Z17, K1, 64(DX)
+	CMPQ AX, $6
+	JLE  kern12x32mdone
+	ADDQ R9, DX
+	VADDPS (DX), Z6, Z6
+	VADDPS 64(DX), Z18, K1, Z18
+	VMOVUPS Z6, (DX)
+	VMOVUPS Z18, K1, 64(DX)
+	CMPQ AX, $7
+	JLE  kern12x32mdone
+	ADDQ R9, DX
+	VADDPS (DX), Z7, Z7
+	VADDPS 64(DX), Z19, K1, Z19
+	VMOVUPS Z7, (DX)
+	VMOVUPS Z19, K1, 64(DX)
+	CMPQ AX, $8
+	JLE  kern12x32mdone
+	ADDQ R9, DX
+	VADDPS (DX), Z8, Z8
+	VADDPS 64(DX), Z20, K1, Z20
+	VMOVUPS Z8, (DX)
+	VMOVUPS Z20, K1, 64(DX)
+	CMPQ AX, $9
+	JLE  kern12x32mdone
+	ADDQ R9, DX
+	VADDPS (DX), Z9, Z9
+	VADDPS 64(DX), Z21, K1, Z21
+	VMOVUPS Z9, (DX)
+	VMOVUPS Z21, K1, 64(DX)
+	CMPQ AX, $10
+	JLE  kern12x32mdone
+	ADDQ R9, DX
+	VADDPS (DX), Z10, Z10
+	VADDPS 64(DX), Z22, K1, Z22
+	VMOVUPS Z10, (DX)
+	VMOVUPS Z22, K1, 64(DX)
+	CMPQ AX, $11
+	JLE  kern12x32mdone
+	ADDQ R9, DX
+	VADDPS (DX), Z11, Z11
+	VADDPS 64(DX), Z23, K1, Z23
+	VMOVUPS Z11, (DX)
+	VMOVUPS Z23, K1, 64(DX)
+	JMP  kern12x32mdone
+kern12x32mset:
+	VMOVUPS Z0, (DX)
+	VMOVUPS Z12, K1, 64(DX)
+	CMPQ AX, $1
+	JLE  kern12x32mdone
+	ADDQ R9, DX
+	VMOVUPS Z1, (DX)
+	VMOVUPS Z13, K1, 64(DX)
+	CMPQ AX, $2
+	JLE  kern12x32mdone
+	ADDQ R9, DX
+	VMOVUPS Z2, (DX)
+	VMOVUPS Z14, K1, 64(DX)
+	CMPQ AX, $3
+	JLE  kern12x32mdone
+	ADDQ R9, DX
+	VMOVUPS Z3, (DX)
+	VMOVUPS Z15, K1, 64(DX)
+	CMPQ AX, $4
+	JLE  kern12x32mdone
+	ADDQ R9, DX
+	VMOVUPS Z4, (DX)
+	VMOVUPS Z16, K1, 64(DX)
+	CMPQ AX, $5
+	JLE  kern12x32mdone
+	ADDQ R9, DX
+	VMOVUPS Z5, (DX)
+	VMOVUPS Z17, K1, 64(DX)
+	CMPQ AX, $6
+	JLE  kern12x32mdone
+	ADDQ R9, DX
+	VMOVUPS Z6, (DX)
+	VMOVUPS Z18, K1, 64(DX)
+	CMPQ AX, $7
+	JLE  kern12x32mdone
+	ADDQ R9, DX
+	VMOVUPS Z7, (DX)
+	VMOVUPS Z19, K1, 64(DX)
+	CMPQ AX, $8
+	JLE  kern12x32mdone
+	ADDQ R9, DX
+	VMOVUPS Z8, (DX)
+	VMOVUPS Z20, K1, 64(DX)
+	CMPQ AX, $9
+	JLE  kern12x32mdone
+	ADDQ R9, DX
+	VMOVUPS Z9, (DX)
+	VMOVUPS Z21, K1, 64(DX)
+	CMPQ AX, $10
+	JLE  kern12x32mdone
+	ADDQ R9, DX
+	VMOVUPS Z10, (DX)
+	VMOVUPS Z22, K1, 64(DX)
+	CMPQ AX, $11
+	JLE  kern12x32mdone
+	ADDQ R9, DX
+	VMOVUPS Z11, (DX)
+	VMOVUPS Z23, K1, 64(DX)
+	JMP  kern12x32mdone
+kern12x32mdone:
+	VZEROUPPER
+	RET
+
+#define STEP12x16(off) \
+	VMOVUPS (DI), Z24; \
+	VFMADD231PS.BCST off+0(SI), Z24, Z0; \
+	VFMADD231PS.BCST off+4(SI), Z24, Z1; \
+	VFMADD231PS.BCST off+8(SI), Z24, Z2; \
+	VFMADD231PS.BCST off+12(SI), Z24, Z3; \
+	VFMADD231PS.BCST off+16(SI), Z24, Z4; \
+	VFMADD231PS.BCST off+20(SI), Z24, Z5; \
+	VFMADD231PS.BCST off+0(R10), Z24, Z6; \
+	VFMADD231PS.BCST off+4(R10), Z24, Z7; \
+	VFMADD231PS.BCST off+8(R10), Z24, Z8; \
+	VFMADD231PS.BCST off+12(R10), Z24, Z9; \
+	VFMADD231PS.BCST off+16(R10), Z24, Z10; \
+	VFMADD231PS.BCST off+20(R10), Z24, Z11
+
+TEXT ·kern12x16m(SB), NOSPLIT, $0-82
+	MOVQ kc+0(FP), CX
+	MOVQ a0+8(FP), SI
+	MOVQ a1+16(FP), R10
+	MOVQ b0+24(FP), DI
+	MOVQ b1+32(FP), R12
+	MOVQ ldb+40(FP), R8
+	SHLQ $2, R8
+	MOVQ c+48(FP), DX
+	MOVQ ldc+56(FP), R9
+	SHLQ $2, R9
+	MOVQ rows+72(FP), AX
+	KMOVW mask+80(FP), K1
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+
+kern12x16mloop:
+	STEP12x16(0)
+	ADDQ $24, SI
+	ADDQ $24, R10
+	ADDQ R8, DI
+	ADDQ R8, R12
+	DECQ CX
+	JNZ  kern12x16mloop
+
+	CMPB acc+64(FP), $0
+	JEQ  kern12x16mset
+	VADDPS (DX), Z0, K1, Z0
+	VMOVUPS Z0, K1, (DX)
+	CMPQ AX, $1
+	JLE  kern12x16mdone
+	ADDQ R9, DX
+	VADDPS (DX), Z1, K1, Z1
+	VMOVUPS Z1, K1, (DX)
+	CMPQ AX, $2
+	JLE  kern12x16mdone
+	ADDQ R9, DX
+	VADDPS (DX), Z2, K1, Z2
+	VMOVUPS Z2, K1, (DX)
+	CMPQ AX, $3
+	JLE  kern12x16mdone
+	ADDQ R9, DX
+	VADDPS (DX), Z3, K1, Z3
+	VMOVUPS Z3, K1, (DX)
+	CMPQ AX, $4
+	JLE  kern12x16mdone
+	ADDQ R9, DX
+	VADDPS (DX), Z4, K1, Z4
+	VMOVUPS Z4, K1, (DX)
+	CMPQ AX, $5
+	JLE  kern12x16mdone
+	ADDQ R9, DX
+	VADDPS (DX), Z5, K1, Z5
+	VMOVUPS Z5, K1, (DX)
+	CMPQ AX, $6
+	JLE  kern12x16mdone
+	ADDQ R9, DX
+	VADDPS (DX), Z6, K1, Z6
+	VMOVUPS Z6, K1, (DX)
+	CMPQ AX, $7
+	JLE  kern12x16mdone
+	ADDQ R9, DX
+	VADDPS (DX), Z7, K1, Z7
+	VMOVUPS Z7, K1, (DX)
+	CMPQ AX, $8
+	JLE  kern12x16mdone
+	ADDQ R9, DX
+	VADDPS (DX), Z8, K1, Z8
+	VMOVUPS Z8, K1, (DX)
+	CMPQ AX, $9
+	JLE  kern12x16mdone
+	ADDQ R9, DX
+	VADDPS (DX), Z9, K1, Z9
+	VMOVUPS Z9, K1, (DX)
+	CMPQ AX, $10
+	JLE  kern12x16mdone
+	ADDQ R9, DX
+	VADDPS (DX), Z10, K1, Z10
+	VMOVUPS Z10, K1, (DX)
+	CMPQ AX, $11
+	JLE  kern12x16mdone
+	ADDQ R9, DX
+	VADDPS (DX), Z11, K1, Z11
+	VMOVUPS Z11, K1, (DX)
+	JMP  kern12x16mdone
+kern12x16mset:
+	VMOVUPS Z0, K1, (DX)
+	CMPQ AX, $1
+	JLE  kern12x16mdone
+	ADDQ R9, DX
+	VMOVUPS Z1, K1, (DX)
+	CMPQ AX, $2
+	JLE  kern12x16mdone
+	ADDQ R9, DX
+	VMOVUPS Z2, K1, (DX)
+	CMPQ AX, $3
+	JLE  kern12x16mdone
+	ADDQ R9, DX
+	VMOVUPS Z3, K1, (DX)
+	CMPQ AX, $4
+	JLE  kern12x16mdone
+	ADDQ R9, DX
+	VMOVUPS Z4, K1, (DX)
+	CMPQ AX, $5
+	JLE  kern12x16mdone
+	ADDQ R9, DX
+	VMOVUPS Z5, K1, (DX)
+	CMPQ AX, $6
+	JLE  kern12x16mdone
+	ADDQ R9, DX
+	VMOVUPS Z6, K1, (DX)
+	CMPQ AX, $7
+	JLE  kern12x16mdone
+	ADDQ R9, DX
+	VMOVUPS Z7, K1, (DX)
+	CMPQ AX, $8
+	JLE  kern12x16mdone
+	ADDQ R9, DX
+	VMOVUPS Z8, K1, (DX)
+	CMPQ AX, $9
+	JLE  kern12x16mdone
+	ADDQ R9, DX
+	VMOVUPS Z9, K1, (DX)
+	CMPQ AX, $10
+	JLE  kern12x16mdone
+	ADDQ R9, DX
+	VMOVUPS Z10, K1, (DX)
+	CMPQ AX, $11
+	JLE  kern12x16mdone
+	ADDQ R9, DX
+	VMOVUPS Z11, K1, (DX)
+	JMP  kern12x16mdone
+kern12x16mdone:
+	VZEROUPPER
+	RET
+
+#define STEP6x32(off) \
+	VMOVUPS (DI), Z24; \
+	VMOVUPS (R12), Z25; \
+	VBROADCASTSS off+0(SI), Z26; \
+	VFMADD231PS Z26, Z24, Z0; \
+	VFMADD231PS Z26, Z25, Z12; \
+	VBROADCASTSS off+4(SI), Z27; \
+	VFMADD231PS Z27, Z24, Z1; \
+	VFMADD231PS Z27, Z25, Z13; \
+	VBROADCASTSS off+8(SI), Z28; \
+	VFMADD231PS Z28, Z24, Z2; \
+	VFMADD231PS Z28, Z25, Z14; \
+	VBROADCASTSS off+12(SI), Z29; \
+	VFMADD231PS Z29, Z24, Z3; \
+	VFMADD231PS Z29, Z25, Z15; \
+	VBROADCASTSS off+16(SI), Z30; \
+	VFMADD231PS Z30, Z24, Z4; \
+	VFMADD231PS Z30, Z25, Z16; \
+	VBROADCASTSS off+20(SI), Z31; \
+	VFMADD231PS Z31, Z24, Z5; \
+	VFMADD231PS Z31, Z25, Z17
+
+TEXT ·kern6x32m(SB), NOSPLIT, $0-82
+	MOVQ kc+0(FP), CX
+	MOVQ a0+8(FP), SI
+	MOVQ a1+16(FP), R10
+	MOVQ b0+24(FP), DI
+	MOVQ b1+32(FP), R12
+	MOVQ ldb+40(FP), R8
+	SHLQ $2, R8
+	MOVQ c+48(FP), DX
+	MOVQ ldc+56(FP), R9
+	SHLQ $2, R9
+	MOVQ rows+72(FP), AX
+	KMOVW mask+80(FP), K1
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+	VPXORD Z16, Z16, Z16
+	VPXORD Z17, Z17, Z17
+
+kern6x32mloop:
+	STEP6x32(0)
+	ADDQ $24, SI
+	ADDQ $24, R10
+	ADDQ R8, DI
+	ADDQ R8, R12
+	DECQ CX
+	JNZ  kern6x32mloop
+
+	CMPB acc+64(FP), $0
+	JEQ  kern6x32mset
+	VADDPS (DX), Z0, Z0
+	VADDPS 64(DX), Z12, K1, Z12
+	VMOVUPS Z0, (DX)
+	VMOVUPS Z12, K1, 64(DX)
+	CMPQ AX, $1
+	JLE  kern6x32mdone
+	ADDQ R9, DX
+	VADDPS (DX), Z1, Z1
+	VADDPS 64(DX), Z13, K1, Z13
+	VMOVUPS Z1, (DX)
+	VMOVUPS Z13, K1, 64(DX)
+	CMPQ AX, $2
+	JLE  kern6x32mdone
+	ADDQ R9, DX
+	VADDPS (DX), Z2, Z2
+	VADDPS 64(DX), Z14, K1, Z14
+	VMOVUPS Z2, (DX)
+	VMOVUPS Z14, K1, 64(DX)
+	CMPQ AX, $3
+	JLE  kern6x32mdone
+	ADDQ R9, DX
+	VADDPS (DX), Z3, Z3
+	VADDPS 64(DX), Z15, K1, Z15
+	VMOVUPS Z3, (DX)
+	VMOVUPS Z15, K1, 64(DX)
+	CMPQ AX, $4
+	JLE  kern6x32mdone
+	ADDQ R9, DX
+	VADDPS (DX), Z4, Z4
+	VADDPS 64(DX), Z16, K1, Z16
+	VMOVUPS Z4, (DX)
+	VMOVUPS Z16, K1, 64(DX)
+	CMPQ AX, $5
+	JLE  kern6x32mdone
+	ADDQ R9, DX
+	VADDPS (DX), Z5, Z5
+	VADDPS 64(DX), Z17, K1, Z17
+	VMOVUPS Z5, (DX)
+	VMOVUPS Z17, K1, 64(DX)
+	JMP  kern6x32mdone
+kern6x32mset:
+	VMOVUPS Z0, (DX)
+	VMOVUPS Z12, K1, 64(DX)
+	CMPQ AX, $1
+	JLE  kern6x32mdone
+	ADDQ R9, DX
+	VMOVUPS Z1, (DX)
+	VMOVUPS Z13, K1, 64(DX)
+	CMPQ AX, $2
+	JLE  kern6x32mdone
+	ADDQ R9, DX
+	VMOVUPS Z2, (DX)
+	VMOVUPS Z14, K1, 64(DX)
+	CMPQ AX, $3
+	JLE  kern6x32mdone
+	ADDQ R9, DX
+	VMOVUPS Z3, (DX)
+	VMOVUPS Z15, K1, 64(DX)
+	CMPQ AX, $4
+	JLE  kern6x32mdone
+	ADDQ R9, DX
+	VMOVUPS Z4, (DX)
+	VMOVUPS Z16, K1, 64(DX)
+	CMPQ AX, $5
+	JLE  kern6x32mdone
+	ADDQ R9, DX
+	VMOVUPS Z5, (DX)
+	VMOVUPS Z17, K1, 64(DX)
+	JMP  kern6x32mdone
+kern6x32mdone:
+	VZEROUPPER
+	RET
+
+#define STEP6x16(off) \
+	VMOVUPS (DI), Z24; \
+	VFMADD231PS.BCST off+0(SI), Z24, Z0; \
+	VFMADD231PS.BCST off+4(SI), Z24, Z1; \
+	VFMADD231PS.BCST off+8(SI), Z24, Z2; \
+	VFMADD231PS.BCST off+12(SI), Z24, Z3; \
+	VFMADD231PS.BCST off+16(SI), Z24, Z4; \
+	VFMADD231PS.BCST off+20(SI), Z24, Z5
+
+TEXT ·kern6x16m(SB), NOSPLIT, $0-82
+	MOVQ kc+0(FP), CX
+	MOVQ a0+8(FP), SI
+	MOVQ a1+16(FP), R10
+	MOVQ b0+24(FP), DI
+	MOVQ b1+32(FP), R12
+	MOVQ ldb+40(FP), R8
+	SHLQ $2, R8
+	MOVQ c+48(FP), DX
+	MOVQ ldc+56(FP), R9
+	SHLQ $2, R9
+	MOVQ rows+72(FP), AX
+	KMOVW mask+80(FP), K1
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+
+kern6x16mloop:
+	STEP6x16(0)
+	ADDQ $24, SI
+	ADDQ $24, R10
+	ADDQ R8, DI
+	ADDQ R8, R12
+	DECQ CX
+	JNZ  kern6x16mloop
+
+	CMPB acc+64(FP), $0
+	JEQ  kern6x16mset
+	VADDPS (DX), Z0, K1, Z0
+	VMOVUPS Z0, K1, (DX)
+	CMPQ AX, $1
+	JLE  kern6x16mdone
+	ADDQ R9, DX
+	VADDPS (DX), Z1, K1, Z1
+	VMOVUPS Z1, K1, (DX)
+	CMPQ AX, $2
+	JLE  kern6x16mdone
+	ADDQ R9, DX
+	VADDPS (DX), Z2, K1, Z2
+	VMOVUPS Z2, K1, (DX)
+	CMPQ AX, $3
+	JLE  kern6x16mdone
+	ADDQ R9, DX
+	VADDPS (DX), Z3, K1, Z3
+	VMOVUPS Z3, K1, (DX)
+	CMPQ AX, $4
+	JLE  kern6x16mdone
+	ADDQ R9, DX
+	VADDPS (DX), Z4, K1, Z4
+	VMOVUPS Z4, K1, (DX)
+	CMPQ AX, $5
+	JLE  kern6x16mdone
+	ADDQ R9, DX
+	VADDPS (DX), Z5, K1, Z5
+	VMOVUPS Z5, K1, (DX)
+	JMP  kern6x16mdone
+kern6x16mset:
+	VMOVUPS Z0, K1, (DX)
+	CMPQ AX, $1
+	JLE  kern6x16mdone
+	ADDQ R9, DX
+	VMOVUPS Z1, K1, (DX)
+	CMPQ AX, $2
+	JLE  kern6x16mdone
+	ADDQ R9, DX
+	VMOVUPS Z2, K1, (DX)
+	CMPQ AX, $3
+	JLE  kern6x16mdone
+	ADDQ R9, DX
+	VMOVUPS Z3, K1, (DX)
+	CMPQ AX, $4
+	JLE  kern6x16mdone
+	ADDQ R9, DX
+	VMOVUPS Z4, K1, (DX)
+	CMPQ AX, $5
+	JLE  kern6x16mdone
+	ADDQ R9, DX
+	VMOVUPS Z5, K1, (DX)
+	JMP  kern6x16mdone
+kern6x16mdone:
+	VZEROUPPER
+	RET
