@@ -311,11 +311,11 @@ func kern12x32t(kc int, a *float32, lda int, b0, b1 *float32, ldb int, c *float3
 //go:noescape
 func kern12x32n(kc int, a *float32, lda int, b0, b1 *float32, ldb int, c *float32, ldc int, acc bool)
 
-// edgeKernel computes a tile of C that is not whole — rows (at most the tile's height)
-// rows, and a last panel of which mask selects the columns in C — storing straight into
-// C: every element is formed as the tile kernels form it (see edge512_amd64.s).
-type edgeKernel func(kc int, a0, a1, b0, b1 *float32, ldb int, c *float32, ldc int, acc bool, rows int, mask uint16)
-
+// kern12x32m and kern6x32m compute a tile of C that is not whole — rows (at most the
+// tile's height) rows, and a last panel of which mask selects the columns in C — storing
+// straight into C: every element is formed as the tile kernels form it (see
+// edge512_amd64.s).
+//
 //go:noescape
 func kern12x32m(kc int, a0, a1, b0, b1 *float32, ldb int, c *float32, ldc int, acc bool, rows int, mask uint16)
 
