@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dgtune/dgtune/internal/cli/clitest"
 	"github.com/dgtune/dgtune/mx"
 	"github.com/dgtune/dgtune/mx/mxtest"
 	"github.com/dgtune/dgtune/train"
@@ -309,13 +310,9 @@ func newDistFixture(t *testing.T) distFixture {
 // buildTrainMLX compiles this command with the mlx engine into dir.
 func buildTrainMLX(t *testing.T, dir string) string {
 	t.Helper()
-	goBin, err := exec.LookPath("go")
+	bin, err := clitest.Compile(dir, "train", "-tags", "mlx")
 	if err != nil {
-		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
-	}
-	bin := filepath.Join(dir, "train")
-	if out, err := exec.Command(goBin, "build", "-tags", "mlx", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build -tags mlx: %v\n%s", err, out)
+		t.Fatal(err)
 	}
 	return bin
 }
