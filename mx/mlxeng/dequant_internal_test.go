@@ -147,10 +147,21 @@ func TestDequantBackwardWaitsForCotangent(t *testing.T) {
 		after, _ := e.MemoryStats()
 		return after.Peak - before.Active
 	}
+	// MLX's CPU scheduler moves a single measurement by up to about two weights (measured:
+	// 17.7–26.2 MiB for the same compiled 4-layer chain), so each chain takes its lowest of
+	// three runs, and the test allows half of what the fault adds: kept alive, every one of
+	// the 8 extra layers' dequantized weights adds its 4 MiB (32 MiB).
+	lowest := func(n int, compile bool) int64 {
+		m := peak(n, compile)
+		for range 2 {
+			m = min(m, peak(n, compile))
+		}
+		return m
+	}
 	for _, compile := range []bool{false, true} {
-		short, long := peak(4, compile), peak(12, compile)
+		short, long := lowest(4, compile), lowest(12, compile)
 		t.Logf("compiled %v: peak rise %.1f MiB for 4 layers, %.1f MiB for 12", compile, float64(short)/(1<<20), float64(long)/(1<<20))
-		if long-short > 2*dequantized {
+		if long-short > 4*dequantized {
 			t.Errorf("compiled %v: 8 more layers raised the peak by %.1f MiB: dequantized weights (%.0f MiB each) outlive their products",
 				compile, float64(long-short)/(1<<20), float64(dequantized)/(1<<20))
 		}
