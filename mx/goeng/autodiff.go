@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/dgtune/dgtune/mx/internal/topo"
+
 	"github.com/dgtune/dgtune/mx"
 )
 
@@ -102,13 +104,10 @@ func (e *Engine) ValueAndGrad(f func([]mx.Handle) []mx.Handle, args []mx.Handle,
 func backward(ys, seeds []*tensor, leaves []*tensor, minDepth int) map[*tensor]*tensor {
 	cot := map[*tensor]*tensor{}
 	inside := func(t *tensor) bool { return t != nil && t.node != nil && t.node.depth >= minDepth }
+	inputsOf := func(t *tensor) []*tensor { return t.node.inputs }
 	// Topological order by iterative depth-first search.
 	var order []*tensor
 	state := map[*tensor]uint8{} // 1 = on stack, 2 = done
-	type frame struct {
-		t    *tensor
-		next int
-	}
 	for i, y := range ys {
 		if !inside(y) || seeds[i] == nil {
 			continue
@@ -118,26 +117,7 @@ func backward(ys, seeds []*tensor, leaves []*tensor, minDepth int) map[*tensor]*
 		} else {
 			cot[y] = seeds[i]
 		}
-		if state[y] != 0 {
-			continue
-		}
-		stack := []frame{{t: y}}
-		state[y] = 1
-		for len(stack) > 0 {
-			top := &stack[len(stack)-1]
-			if top.next < len(top.t.node.inputs) {
-				in := top.t.node.inputs[top.next]
-				top.next++
-				if inside(in) && state[in] == 0 {
-					state[in] = 1
-					stack = append(stack, frame{t: in})
-				}
-				continue
-			}
-			state[top.t] = 2
-			order = append(order, top.t)
-			stack = stack[:len(stack)-1]
-		}
+		order = topo.PostOrder(y, inputsOf, inside, state, order)
 	}
 	isLeaf := map[*tensor]bool{}
 	for _, l := range leaves {

@@ -3,6 +3,8 @@ package goeng
 import (
 	"fmt"
 	"testing"
+
+	"github.com/dgtune/dgtune/mx/internal/dims"
 )
 
 // TestBcastRowsVisitsEveryElement: after merging axes and cutting long runs, bcastRows
@@ -24,7 +26,7 @@ func TestBcastRowsVisitsEveryElement(t *testing.T) {
 		t.Run(fmt.Sprint(c.a, c.b), func(t *testing.T) {
 			out := broadcastOut(c.a, c.b)
 			sa, sb := broadcastStrides(c.a, out), broadcastStrides(c.b, out)
-			n := numel(out)
+			n := dims.Numel(out)
 			seen := make([]int, n)
 			gotA, gotB := make([]int, n), make([]int, n)
 			bcastRows(out, sa, sb, func(o, ia, ib, cnt, da, db int) {

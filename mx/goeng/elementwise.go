@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/dgtune/dgtune/mx/internal/dims"
+
 	"github.com/dgtune/dgtune/mx"
 	"github.com/dgtune/dgtune/mx/internal/uninit"
 )
@@ -21,7 +23,7 @@ func bcastRows(out []int, sa, sb []int, f func(o, ia, ib, n, da, db int)) {
 		return
 	}
 	last := out[nd-1]
-	rows := numel(out[:nd-1])
+	rows := dims.Numel(out[:nd-1])
 	da, db := sa[nd-1], sb[nd-1]
 	// A row longer than rowChunk is several work items, each a contiguous part of it.
 	const rowChunk = 1 << 14
@@ -68,7 +70,7 @@ func coalesceAxes(out, sa, sb []int) ([]int, []int, []int) {
 // op as a whole-row loop; same-shape rows use it, and rows against one value use inline
 // loops for add and multiply, to avoid a call per element.
 func binaryF32(op mx.BinaryOp, out []int, as, bs []int, a, b []float32, fn func(x, y float32) float32, arith func(dst, x, y []float32)) []float32 {
-	res := uninit.Float32s(numel(out)) // bcastRows visits every element once
+	res := uninit.Float32s(dims.Numel(out)) // bcastRows visits every element once
 	sa, sb := broadcastStrides(as, out), broadcastStrides(bs, out)
 	bcastRows(out, sa, sb, func(o, ia, ib, n, da, db int) {
 		dst := res[o : o+n]
@@ -126,7 +128,7 @@ func binaryF32(op mx.BinaryOp, out []int, as, bs []int, a, b []float32, fn func(
 }
 
 func binaryGeneric[T, U any](out []int, as, bs []int, a, b []T, fn func(x, y T) U) []U {
-	res := make([]U, numel(out))
+	res := make([]U, dims.Numel(out))
 	sa, sb := broadcastStrides(as, out), broadcastStrides(bs, out)
 	bcastRows(out, sa, sb, func(o, ia, ib, n, da, db int) {
 		for i := range n {
@@ -414,7 +416,7 @@ func whereKernel(c, a, b *tensor) *tensor {
 	dt := mx.PromoteTypes(a.dt, b.dt)
 	cond := c.bools()
 	sc, sa, sb := broadcastStrides(c.shape, out), broadcastStrides(a.shape, out), broadcastStrides(b.shape, out)
-	n := numel(out)
+	n := dims.Numel(out)
 	pick := func(f func(i, ia, ib int)) {
 		nd := len(out)
 		parallelFor(n, 2, func(lo, hi int) {

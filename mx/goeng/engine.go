@@ -6,6 +6,8 @@ import (
 	"slices"
 	"unsafe"
 
+	"github.com/dgtune/dgtune/mx/internal/dims"
+
 	"github.com/dgtune/dgtune/mx"
 	"github.com/dgtune/dgtune/mx/internal/mlxver"
 )
@@ -85,7 +87,7 @@ func (e *Engine) FromBytes(b []byte, shape []int, dt mx.DType) mx.Handle {
 }
 
 func (e *Engine) Full(shape []int, value float64, dt mx.DType) mx.Handle {
-	n := numel(shape)
+	n := dims.Numel(shape)
 	if dt.IsFloat() {
 		return fromF32(shape, dt, fill(n, float32(value)))
 	}
@@ -277,7 +279,7 @@ func (e *Engine) StopGradient(h mx.Handle) mx.Handle { return untraced(tt(h)) }
 // element type are used in place, with no copy. The engine never writes into an
 // array's elements, so the mapping's pages stay clean and shared with the page cache.
 func (e *Engine) FromMapped(b []byte, shape []int, dt mx.DType) (mx.Handle, bool) {
-	n := numel(shape)
+	n := dims.Numel(shape)
 	if !littleEndian || n == 0 || len(b) != n*dt.Size() {
 		return nil, false
 	}

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/dgtune/dgtune/mx/internal/dims"
+
 	"github.com/dgtune/dgtune/mx"
 	"github.com/dgtune/dgtune/mx/internal/sgemm"
 	"github.com/dgtune/dgtune/mx/internal/uninit"
@@ -65,11 +67,11 @@ func matmulThen(a, b *tensor, ta, tb bool, then epilogueFor) (*tensor, bool) {
 	if !dt.IsFloat() {
 		dt = mx.Float32
 	}
-	nbatch := numel(batch)
+	nbatch := dims.Numel(batch)
 	out := uninit.Float32s(nbatch * m * n) // every batch's product overwrites its block
 	shape := append(slices.Clone(batch), m, n)
 	ab := expand(a, append(slices.Clone(batch), ar, ac))
-	if numel(b.shape[:nb-2]) == 1 && !ta {
+	if dims.Numel(b.shape[:nb-2]) == 1 && !ta {
 		// One B for every batch: the batch folds into the rows of A, with no copy of B
 		// (sgemm's result per element does not depend on how the rows are grouped).
 		if then != nil {
@@ -105,7 +107,7 @@ func matmulThen(a, b *tensor, ta, tb bool, then epilogueFor) (*tensor, bool) {
 // expand is x broadcast to shape, without a copy when only unit axes are added (the
 // elements then sit in the same row-major order).
 func expand(x *tensor, shape []int) *tensor {
-	if x.size() == numel(shape) {
+	if x.size() == dims.Numel(shape) {
 		return reshapeKernel(x, shape)
 	}
 	return broadcastKernel(x, shape)
@@ -122,7 +124,7 @@ func matmulWeightGrad(a, g *tensor) *tensor {
 	k := a.shape[len(a.shape)-1]
 	ab := expand(a, append(slices.Clone(batch), m, k))
 	out := make([]float32, k*n)
-	rows := numel(batch) * m
+	rows := dims.Numel(batch) * m
 	sgemm.Gemm(sgemm.Transposed, sgemm.NoTrans, k, n, rows, ab.f32(), k, g.f32(), n, out, n, false)
 	dt := mx.PromoteTypes(a.dt, g.dt)
 	if !dt.IsFloat() {
@@ -144,16 +146,16 @@ func normIndex(i int64, d int, op string) int {
 
 // takeKernel gathers along axis: out[pre, I..., post] = x[pre, idx[I...], post].
 func takeKernel(x, idx *tensor, axis int) *tensor {
-	pre := numel(x.shape[:axis])
+	pre := dims.Numel(x.shape[:axis])
 	d := x.shape[axis]
-	post := numel(x.shape[axis+1:])
+	post := dims.Numel(x.shape[axis+1:])
 	ids := idx.i64()
 	pos := make([]int, len(ids))
 	for i, v := range ids {
 		pos[i] = normIndex(v, d, "take")
 	}
 	shape := append(append(slices.Clone(x.shape[:axis]), idx.shape...), x.shape[axis+1:]...)
-	data := makeData(x.dt, numel(shape))
+	data := makeData(x.dt, dims.Numel(shape))
 	ni := len(pos)
 	if v, ok := x.raw().([]float32); ok && post >= 16 {
 		// Rows of floats (embedding lookups, the experts' gathered rows): in parallel.
@@ -226,7 +228,7 @@ func takeAlongPositions(xShape []int, idx *tensor, axis int) ([]int, []int) {
 	xst := broadcastStrides(xShape, out)
 	xfull := strides(xShape)
 	ids := idx.i64()
-	n := numel(out)
+	n := dims.Numel(out)
 	pos := make([]int, n)
 	cnt := make([]int, nd)
 	for i := range n {
@@ -263,7 +265,7 @@ func takeAlongKernel(x, idx *tensor, axis int) *tensor {
 
 // scatterAddF32 adds g's elements into a zero tensor of shape at the flat positions pos.
 func scatterAddF32(shape []int, g []float32, pos []int) []float32 {
-	out := make([]float32, numel(shape))
+	out := make([]float32, dims.Numel(shape))
 	for i, p := range pos {
 		out[p] += g[i]
 	}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/dgtune/dgtune/mx/internal/dims"
+
 	"github.com/dgtune/dgtune/mx"
 	"github.com/dgtune/dgtune/mx/internal/mlxver"
 	"github.com/dgtune/dgtune/mx/internal/threefry"
@@ -40,11 +42,11 @@ func (e *Engine) SplitKey(h mx.Handle, num int) mx.Handle {
 }
 
 func (e *Engine) RandomBits(h mx.Handle, shape []int) mx.Handle {
-	return newTensor(shape, mx.Uint32, must(threefry.Bits(keyOf(h), numel(shape))))
+	return newTensor(shape, mx.Uint32, must(threefry.Bits(keyOf(h), dims.Numel(shape))))
 }
 
 func (e *Engine) Uniform(h mx.Handle, shape []int, low, high float64, dt mx.DType) mx.Handle {
-	v := must(threefry.Uniform(keyOf(h), numel(shape), float32(low), float32(high)))
+	v := must(threefry.Uniform(keyOf(h), dims.Numel(shape), float32(low), float32(high)))
 	return fromF32(shape, dt, v)
 }
 
@@ -53,12 +55,12 @@ func (e *Engine) Randint(h mx.Handle, shape []int, low, high int64, dt mx.DType)
 	if !e.release().AtLeast(mlxver.V0_32_1) {
 		draw = threefry.RandintTrunc
 	}
-	v := must(draw(keyOf(h), numel(shape), int32(low), int32(high)))
+	v := must(draw(keyOf(h), dims.Numel(shape), int32(low), int32(high)))
 	return castTensor(newTensor(shape, mx.Int32, v), dt)
 }
 
 func (e *Engine) Normal(h mx.Handle, shape []int, dt mx.DType) mx.Handle {
-	return fromF32(shape, dt, must(threefry.Normal(keyOf(h), numel(shape), 0, 1)))
+	return fromF32(shape, dt, must(threefry.Normal(keyOf(h), dims.Numel(shape), 0, 1)))
 }
 
 func (e *Engine) Categorical(h, hl mx.Handle, axis int) mx.Handle {

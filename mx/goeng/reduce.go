@@ -2,8 +2,9 @@ package goeng
 
 import (
 	"math"
-	"slices"
 	"sort"
+
+	"github.com/dgtune/dgtune/mx/internal/dims"
 
 	"github.com/dgtune/dgtune/mx"
 )
@@ -32,27 +33,13 @@ func toRows(x *tensor, axes []int) (*tensor, []int, int) {
 	return transposeKernel(x, perm), kept, rowLen
 }
 
-func reducedShape(shape, axes []int, keep bool) []int {
-	var out []int
-	for i, d := range shape {
-		if slices.Contains(axes, i) {
-			if keep {
-				out = append(out, 1)
-			}
-			continue
-		}
-		out = append(out, d)
-	}
-	return out
-}
-
 func reduceKernel(op mx.ReduceOp, x *tensor, axes []int, keep bool) *tensor {
-	outShape := reducedShape(x.shape, axes, keep)
-	if op == mx.ReduceSum && x.dt.IsFloat() && len(axes) > 0 && axes[len(axes)-1] < len(x.shape)-1 && contiguous(axes) {
+	outShape := dims.Reduced(x.shape, axes, keep)
+	if op == mx.ReduceSum && x.dt.IsFloat() && len(axes) > 0 && axes[len(axes)-1] < len(x.shape)-1 && dims.Contiguous(axes) {
 		return sumMiddle(x, axes, outShape)
 	}
 	xt, _, rowLen := toRows(x, axes)
-	rows := numel(outShape)
+	rows := dims.Numel(outShape)
 	switch op {
 	case mx.ReduceAll, mx.ReduceAny:
 		in := xt.bools()
@@ -120,23 +107,14 @@ func reduceKernel(op mx.ReduceOp, x *tensor, axes []int, keep bool) *tensor {
 	return fromF32(outShape, dt, out)
 }
 
-func contiguous(axes []int) bool {
-	for i := 1; i < len(axes); i++ {
-		if axes[i] != axes[i-1]+1 {
-			return false
-		}
-	}
-	return true
-}
-
 // sumMiddle sums x [outer, red, inner] over its middle axes (inner > 1, so rows are not
 // contiguous) without moving them last: out[o, i] = Σ_r x[o, r, i], accumulated in float64
 // in order of r — the same value reduceRow gives the transposed row, without the
 // transposed copy.
 func sumMiddle(x *tensor, axes []int, outShape []int) *tensor {
-	outer := numel(x.shape[:axes[0]])
-	red := numel(x.shape[axes[0] : axes[len(axes)-1]+1])
-	inner := numel(x.shape[axes[len(axes)-1]+1:])
+	outer := dims.Numel(x.shape[:axes[0]])
+	red := dims.Numel(x.shape[axes[0] : axes[len(axes)-1]+1])
+	inner := dims.Numel(x.shape[axes[len(axes)-1]+1:])
 	in := x.f32()
 	out := make([]float32, outer*inner)
 	const chunk = 512 // columns per task: a float64 accumulator row that stays in L1
@@ -224,10 +202,10 @@ func logSumExpRow(row []float32) float32 {
 }
 
 func argKernel(x *tensor, axis int, keep, isMax bool) *tensor {
-	outShape := reducedShape(x.shape, []int{axis}, keep)
+	outShape := dims.Reduced(x.shape, []int{axis}, keep)
 	xt, _ := moveAxisLast(x, axis)
 	d := x.shape[axis]
-	rows := numel(outShape)
+	rows := dims.Numel(outShape)
 	out := make([]int32, rows)
 	if x.dt.IsFloat() {
 		in := xt.f32()

@@ -3,6 +3,8 @@ package goeng
 import (
 	"fmt"
 	"slices"
+
+	"github.com/dgtune/dgtune/mx/internal/dims"
 )
 
 // stridedCopy fills the contiguous dst (of shape) from src read at
@@ -11,7 +13,7 @@ import (
 // concatenate.
 func stridedCopy[T any](dst, src []T, shape, st []int, off int, scatter bool) {
 	nd := len(shape)
-	n := numel(shape)
+	n := dims.Numel(shape)
 	if n == 0 {
 		return
 	}
@@ -77,13 +79,13 @@ func copyInto(dst, src any, shape, st []int, off int, scatter bool) {
 
 // view materialises x read through strides st at offset off as a tensor of shape.
 func view(x *tensor, shape, st []int, off int) *tensor {
-	data := makeData(x.dt, numel(shape))
+	data := makeData(x.dt, dims.Numel(shape))
 	copyInto(data, x.raw(), shape, st, off, false)
 	return newTensor(shape, x.dt, data)
 }
 
 func reshapeKernel(x *tensor, shape []int) *tensor {
-	if numel(shape) != x.size() {
+	if dims.Numel(shape) != x.size() {
 		panic(fmt.Sprintf("goeng: reshape %v to %v", x.shape, shape))
 	}
 	return newTensor(shape, x.dt, x.raw())
@@ -97,7 +99,7 @@ func transposeKernel(x *tensor, axes []int) *tensor {
 	if identity {
 		return x.alias()
 	}
-	if nd := len(axes); nd >= 2 && axes[nd-2] == nd-1 && axes[nd-1] == nd-2 && isIdentity(axes[:nd-2]) {
+	if nd := len(axes); nd >= 2 && axes[nd-2] == nd-1 && axes[nd-1] == nd-2 && dims.IsIdentity(axes[:nd-2]) {
 		// A swap of the last two axes is pending until something reads the elements.
 		if src := x.swapped(); src != nil {
 			return src.alias() // swapped twice
@@ -116,28 +118,11 @@ func transposeKernel(x *tensor, axes []int) *tensor {
 	return view(x, shape, pst, 0)
 }
 
-func isIdentity(axes []int) bool {
-	for i, a := range axes {
-		if a != i {
-			return false
-		}
-	}
-	return true
-}
-
 func broadcastKernel(x *tensor, shape []int) *tensor {
 	if slices.Equal(x.shape, shape) {
 		return x
 	}
 	return view(x, shape, broadcastStrides(x.shape, shape), 0)
-}
-
-func sliceShape(start, stop, step []int) []int {
-	s := make([]int, len(start))
-	for i := range s {
-		s[i] = (stop[i] - start[i] + step[i] - 1) / step[i]
-	}
-	return s
 }
 
 func sliceKernel(x *tensor, start, stop, step []int) *tensor {
@@ -148,7 +133,7 @@ func sliceKernel(x *tensor, start, stop, step []int) *tensor {
 		off += start[i] * st[i]
 		sst[i] = st[i] * step[i]
 	}
-	return view(x, sliceShape(start, stop, step), sst, off)
+	return view(x, dims.Slice(start, stop, step), sst, off)
 }
 
 func sliceUpdateKernel(x, upd *tensor, start, stop, step []int) *tensor {
@@ -171,7 +156,7 @@ func scatterSlice(out, upd *tensor, start, stop, step []int) {
 		off += start[i] * st[i]
 		sst[i] = st[i] * step[i]
 	}
-	copyInto(upd.raw(), out.data, sliceShape(start, stop, step), sst, off, true)
+	copyInto(upd.raw(), out.data, dims.Slice(start, stop, step), sst, off, true)
 }
 
 func concatKernel(xs []*tensor, axis int) *tensor {
@@ -181,7 +166,7 @@ func concatKernel(xs []*tensor, axis int) *tensor {
 		shape[axis] += x.shape[axis]
 	}
 	dt := xs[0].dt
-	data := makeData(dt, numel(shape))
+	data := makeData(dt, dims.Numel(shape))
 	st := strides(shape)
 	pos := 0
 	for _, x := range xs {

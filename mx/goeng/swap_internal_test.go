@@ -5,11 +5,13 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/dgtune/dgtune/mx/internal/dims"
+
 	"github.com/dgtune/dgtune/mx"
 )
 
 func seqTensor(shape ...int) *tensor {
-	v := make([]float32, numel(shape))
+	v := make([]float32, dims.Numel(shape))
 	for i := range v {
 		v[i] = float32(math.Sin(float64(i)*0.37)) + float32(i%7)*0.125
 	}

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"unsafe"
 
+	"github.com/dgtune/dgtune/mx/internal/dims"
+
 	"github.com/dgtune/dgtune/mx"
 	"github.com/dgtune/dgtune/mx/internal/half"
 	"github.com/dgtune/dgtune/mx/internal/par"
@@ -69,15 +71,7 @@ func (t *tensor) alias() *tensor {
 	return &tensor{shape: t.shape, dt: t.dt, data: t.data, swap: t.swap}
 }
 
-func (t *tensor) size() int { return numel(t.shape) }
-
-func numel(s []int) int {
-	n := 1
-	for _, d := range s {
-		n *= d
-	}
-	return n
-}
+func (t *tensor) size() int { return dims.Numel(t.shape) }
 
 func tt(h mx.Handle) *tensor {
 	t, ok := h.(*tensor)
@@ -315,7 +309,7 @@ func castTensor(t *tensor, dt mx.DType) *tensor {
 
 // fromBytes decodes little-endian raw elements.
 func fromBytes(b []byte, shape []int, dt mx.DType) *tensor {
-	n := numel(shape)
+	n := dims.Numel(shape)
 	data := makeData(dt, n)
 	if littleEndian && copyLittleEndian(data, b) {
 		return newTensor(shape, dt, data)

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/dgtune/dgtune/mx/internal/dims"
+
 	"github.com/dgtune/dgtune/mx"
 )
 
@@ -126,7 +128,7 @@ func TestLogSumExpRowGradMatchesComposition(t *testing.T) {
 	if got == nil {
 		t.Fatal("fused path not taken")
 	}
-	kept := reducedShape(x.shape, []int{2}, true)
+	kept := dims.Reduced(x.shape, []int{2}, true)
 	want := kmul(unaryKernel(mx.OpExp, ksub(x, reshapeKernel(out, kept))), reshapeKernel(g, kept))
 	// The fused VJP takes its exponentials as the forward does (expInto, within about
 	// an ulp of math.Exp): the two agree to float32 rounding, not bitwise.

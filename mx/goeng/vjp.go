@@ -17,6 +17,8 @@ import (
 	"math"
 	"slices"
 
+	"github.com/dgtune/dgtune/mx/internal/dims"
+
 	"github.com/dgtune/dgtune/mx"
 	"github.com/dgtune/dgtune/mx/internal/uninit"
 )
@@ -286,7 +288,7 @@ func concatVJP(xs []*tensor, axis int) func(g *tensor) []*tensor {
 // sum: g broadcast back; max/min: g shared among the elements equal to the result;
 // prod: g·out/x; logsumexp: g·exp(x - out) = g·softmax(x).
 func reduceVJP(op mx.ReduceOp, x, out *tensor, axes []int) func(g *tensor) []*tensor {
-	keptShape := reducedShape(x.shape, axes, true)
+	keptShape := dims.Reduced(x.shape, axes, true)
 	back := func(t *tensor) *tensor { return broadcastKernel(reshapeKernel(t, keptShape), x.shape) }
 	switch op {
 	case mx.ReduceSum:
@@ -326,7 +328,7 @@ func lseRowGrad(x, out, g *tensor, axes []int) *tensor {
 		return nil
 	}
 	d := x.shape[nd-1]
-	rows := numel(x.shape[:nd-1])
+	rows := dims.Numel(x.shape[:nd-1])
 	ov, gv := out.f32(), g.f32()
 	if d == 0 || len(ov) != rows || len(gv) != rows {
 		return nil
@@ -369,7 +371,7 @@ func matmulVJP(a, b *tensor) func(g *tensor) []*tensor {
 			ga = unbroadcast(matmulOp(g, b, false, true), a.shape)
 		}
 		if b.node != nil {
-			if numel(b.shape[:len(b.shape)-2]) == 1 {
+			if dims.Numel(b.shape[:len(b.shape)-2]) == 1 {
 				gb = reshapeKernel(matmulWeightGrad(a, g), b.shape)
 			} else {
 				gb = unbroadcast(matmulOp(a, g, true, false), b.shape)
@@ -389,9 +391,9 @@ func zerosF32(n int) []float32 {
 // Gathers scatter-add g back into the source positions.
 func takeVJP(x, idx *tensor, axis int) func(g *tensor) []*tensor {
 	return func(g *tensor) []*tensor {
-		pre := numel(x.shape[:axis])
+		pre := dims.Numel(x.shape[:axis])
 		d := x.shape[axis]
-		post := numel(x.shape[axis+1:])
+		post := dims.Numel(x.shape[axis+1:])
 		ids := idx.i64()
 		ni := len(ids)
 		gv := g.f32()

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/dgtune/dgtune/mx/internal/topo"
+
 	"github.com/dgtune/dgtune/mx"
 )
 
@@ -125,12 +127,9 @@ func (e *Engine) ValueAndGrad(f func([]mx.Handle) []mx.Handle, args []mx.Handle,
 func (e *Engine) backward(ys, seeds, leaves []*array, minDepth int) map[*array]*array {
 	cot := map[*array]*array{}
 	inside := func(t *array) bool { return t != nil && t.node != nil && t.node.depth >= minDepth }
+	inputsOf := func(t *array) []*array { return t.node.inputs }
 	var order []*array
 	state := map[*array]uint8{}
-	type frame struct {
-		t    *array
-		next int
-	}
 	for i, y := range ys {
 		if !inside(y) || seeds[i] == nil {
 			continue
@@ -140,26 +139,7 @@ func (e *Engine) backward(ys, seeds, leaves []*array, minDepth int) map[*array]*
 		} else {
 			cot[y] = seeds[i]
 		}
-		if state[y] != 0 {
-			continue
-		}
-		stack := []frame{{t: y}}
-		state[y] = 1
-		for len(stack) > 0 {
-			top := &stack[len(stack)-1]
-			if top.next < len(top.t.node.inputs) {
-				in := top.t.node.inputs[top.next]
-				top.next++
-				if inside(in) && state[in] == 0 {
-					state[in] = 1
-					stack = append(stack, frame{t: in})
-				}
-				continue
-			}
-			state[top.t] = 2
-			order = append(order, top.t)
-			stack = stack[:len(stack)-1]
-		}
+		order = topo.PostOrder(y, inputsOf, inside, state, order)
 	}
 	isLeaf := map[*array]bool{}
 	for _, l := range leaves {

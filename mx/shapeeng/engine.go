@@ -6,6 +6,8 @@ import (
 	"runtime"
 	"slices"
 
+	"github.com/dgtune/dgtune/mx/internal/dims"
+
 	"github.com/dgtune/dgtune/mx"
 )
 
@@ -109,15 +111,7 @@ func h(x mx.Handle) *array {
 	return a
 }
 
-func numel(s []int) int {
-	n := 1
-	for _, d := range s {
-		n *= d
-	}
-	return n
-}
-
-func (a *array) size() int { return numel(a.shape) }
+func (a *array) size() int { return dims.Numel(a.shape) }
 
 // bytes is the size of a's elements in its dtype.
 func (a *array) bytes() int64 { return int64(a.size()) * int64(a.dt.Size()) }
@@ -138,7 +132,7 @@ func (e *Engine) newArray(shape []int, dt mx.DType, buf *buffer) *array {
 // fresh is a new array of shape and dtype with elements of its own, labelled by the op
 // that made it.
 func (e *Engine) fresh(shape []int, dt mx.DType, label string) *array {
-	b := &buffer{bytes: int64(numel(shape)) * int64(dt.Size()), born: e.clock, label: label}
+	b := &buffer{bytes: int64(dims.Numel(shape)) * int64(dt.Size()), born: e.clock, label: label}
 	return e.newArray(shape, dt, b)
 }
 
@@ -285,9 +279,9 @@ func (e *Engine) convertTemp(shape []int, dt mx.DType, label string) {
 	switch {
 	case dt == mx.Float32:
 	case dt.IsFloat():
-		e.temp(int64(numel(shape))*4, label)
+		e.temp(int64(dims.Numel(shape))*4, label)
 	case dt != mx.Int64:
-		e.temp(int64(numel(shape))*8, label)
+		e.temp(int64(dims.Numel(shape))*8, label)
 	}
 }
 

@@ -3,6 +3,8 @@ package shapeeng
 import (
 	"slices"
 
+	"github.com/dgtune/dgtune/mx/internal/dims"
+
 	"github.com/dgtune/dgtune/mx"
 	"github.com/dgtune/dgtune/mx/goeng"
 )
@@ -116,7 +118,7 @@ func (e *Engine) LoRALinear(hx, hw, hs, hb, ha, hbb mx.Handle, p mx.QuantParams,
 	e.read(x, w, a, b)
 	lead := x.shape[:len(x.shape)-1]
 	r, n := a.shape[1], w.shape[0]
-	kin, rows := x.shape[len(x.shape)-1], numel(lead)
+	kin, rows := x.shape[len(x.shape)-1], dims.Numel(lead)
 	e.gemm(rows, r, kin, false, false, false)                 // x·a
 	e.gemm(rows, n, kin, false, scales == nil, scales != nil) // the base product
 	xa := e.fresh(append(slices.Clone(lead), r), mx.Float32, "lora_linear")

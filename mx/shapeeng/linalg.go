@@ -3,6 +3,8 @@ package shapeeng
 import (
 	"slices"
 
+	"github.com/dgtune/dgtune/mx/internal/dims"
+
 	"github.com/dgtune/dgtune/mx"
 )
 
@@ -38,15 +40,15 @@ func (e *Engine) product(a, b *array, ta, tb bool, label string) *array {
 		n = b.shape[nb-2]
 	}
 	batch := broadcast(a.shape[:na-2], b.shape[:nb-2])
-	nbatch := numel(batch)
-	if numel(a.shape[:na-2]) != nbatch {
+	nbatch := dims.Numel(batch)
+	if dims.Numel(a.shape[:na-2]) != nbatch {
 		e.temp(int64(nbatch*a.shape[na-2]*a.shape[na-1])*4, label)
 	}
-	if numel(b.shape[:nb-2]) != 1 && numel(b.shape[:nb-2]) != nbatch {
+	if dims.Numel(b.shape[:nb-2]) != 1 && dims.Numel(b.shape[:nb-2]) != nbatch {
 		e.temp(int64(nbatch*b.shape[nb-2]*b.shape[nb-1])*4, label)
 	}
 	e.asF32(label, a, b)
-	if numel(b.shape[:nb-2]) == 1 && !ta {
+	if dims.Numel(b.shape[:nb-2]) == 1 && !ta {
 		e.gemm(nbatch*m, n, k, false, tb, false) // the batch folds into the rows
 	} else {
 		e.gemm(m, n, k, ta, tb, false)
@@ -78,7 +80,7 @@ func (e *Engine) matmulVJP(a, b *array) func(g *array) []*array {
 			ga = e.unbroadcast(e.product(g, b, false, true, labelBackward), a.shape)
 		}
 		if b.node != nil {
-			if numel(b.shape[:len(b.shape)-2]) == 1 {
+			if dims.Numel(b.shape[:len(b.shape)-2]) == 1 {
 				gb = e.reshaped(e.weightGrad(a, g), b.shape)
 			} else {
 				gb = e.unbroadcast(e.product(a, g, true, false, labelBackward), b.shape)
@@ -131,7 +133,7 @@ func (e *Engine) AddMM(hc, ha, hb mx.Handle, alpha, beta float64) mx.Handle {
 		if b.node != nil {
 			e.read(a)
 			e.temp(int64(a.size())*4, labelBackward)
-			if numel(b.shape[:len(b.shape)-2]) == 1 {
+			if dims.Numel(b.shape[:len(b.shape)-2]) == 1 {
 				res[2] = e.reshaped(e.weightGrad(a, g), b.shape)
 			} else {
 				res[2] = e.unbroadcast(e.product(a, g, true, false, labelBackward), b.shape)
@@ -171,10 +173,10 @@ func (e *Engine) TakeAlongAxis(hx, hi mx.Handle, axis int) mx.Handle {
 	shape := broadcast(xs, is)
 	shape[axis] = idx.shape[axis]
 	e.read(x, idx)
-	e.temp(8*int64(numel(shape))+8*int64(idx.size()), "take_along_axis")
+	e.temp(8*int64(dims.Numel(shape))+8*int64(idx.size()), "take_along_axis")
 	out := e.fresh(shape, x.dt, "take_along_axis")
 	return e.record(out, "take_along_axis", []*array{x, idx}, func(g *array) []*array {
-		e.temp(8*int64(numel(shape))+8*int64(idx.size()), labelBackward)
+		e.temp(8*int64(dims.Numel(shape))+8*int64(idx.size()), labelBackward)
 		e.asF32(labelBackward, g)
 		return []*array{e.grad(x, idx, g), nil}
 	})

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/dgtune/dgtune/mx/internal/dims"
+
 	"github.com/dgtune/dgtune/mx"
 )
 
@@ -144,7 +146,7 @@ func (e *Engine) Binary(op mx.BinaryOp, ha, hb mx.Handle) mx.Handle {
 			gb = side(b, func() *array { k(g, out); k(g, b); return k(g) }) // −(g·out)/b
 		case mx.OpMaximum, mx.OpMinimum:
 			e.read(a, b)
-			e.temp(int64(numel(shape)), op.String()) // the mask
+			e.temp(int64(dims.Numel(shape)), op.String()) // the mask
 			ga, gb = side(a, func() *array { return k(g) }), side(b, func() *array { return k(g) })
 		case mx.OpPower:
 			ga = side(a, func() *array { k(g, a, b); k(g); return k(g) })
@@ -230,7 +232,7 @@ func (e *Engine) transpose(x *array, axes []int) *array {
 	for i, a := range axes {
 		shape[i] = x.shape[a]
 	}
-	if nd >= 2 && axes[nd-2] == nd-1 && axes[nd-1] == nd-2 && isIdentity(axes[:nd-2]) {
+	if nd >= 2 && axes[nd-2] == nd-1 && axes[nd-1] == nd-2 && dims.IsIdentity(axes[:nd-2]) {
 		if x.sv != nil {
 			return e.alias(x.sv.src) // swapped twice
 		}
@@ -241,15 +243,6 @@ func (e *Engine) transpose(x *array, axes []int) *array {
 	}
 	e.read(x)
 	return e.fresh(shape, x.dt, "transpose")
-}
-
-func isIdentity(axes []int) bool {
-	for i, a := range axes {
-		if a != i {
-			return false
-		}
-	}
-	return true
 }
 
 // Transpose implements mx.Engine.
@@ -279,20 +272,12 @@ func (e *Engine) BroadcastTo(hx mx.Handle, shape []int) mx.Handle {
 	})
 }
 
-func sliceShape(start, stop, step []int) []int {
-	s := make([]int, len(start))
-	for i := range s {
-		s[i] = (stop[i] - start[i] + step[i] - 1) / step[i]
-	}
-	return s
-}
-
 // Slice implements mx.Engine: a copy; its adjoint is g written into zeros of x's shape.
 func (e *Engine) Slice(hx mx.Handle, start, stop, step []int) mx.Handle {
 	e.tick()
 	x := h(hx)
 	e.read(x)
-	out := e.fresh(sliceShape(start, stop, step), x.dt, "slice")
+	out := e.fresh(dims.Slice(start, stop, step), x.dt, "slice")
 	return e.record(out, "slice", []*array{x}, func(g *array) []*array {
 		e.asF32(labelBackward, g)
 		return []*array{e.grad(x, g)}
@@ -339,34 +324,11 @@ func (e *Engine) Concatenate(hs []mx.Handle, axis int) mx.Handle {
 	})
 }
 
-func reducedShape(shape, axes []int, keep bool) []int {
-	var out []int
-	for i, d := range shape {
-		if slices.Contains(axes, i) {
-			if keep {
-				out = append(out, 1)
-			}
-			continue
-		}
-		out = append(out, d)
-	}
-	return out
-}
-
-func contiguous(axes []int) bool {
-	for i := 1; i < len(axes); i++ {
-		if axes[i] != axes[i-1]+1 {
-			return false
-		}
-	}
-	return true
-}
-
 // rowsTemp counts the copy goeng's toRows makes when the reduced axes are not already
 // last (sums over middle axes run in place).
 func (e *Engine) rowsTemp(op mx.ReduceOp, x *array, axes []int, label string) {
 	nd := len(x.shape)
-	if op == mx.ReduceSum && x.dt.IsFloat() && len(axes) > 0 && axes[len(axes)-1] < nd-1 && contiguous(axes) {
+	if op == mx.ReduceSum && x.dt.IsFloat() && len(axes) > 0 && axes[len(axes)-1] < nd-1 && dims.Contiguous(axes) {
 		return
 	}
 	for i, a := range axes {
@@ -381,8 +343,8 @@ func (e *Engine) rowsTemp(op mx.ReduceOp, x *array, axes []int, label string) {
 func (e *Engine) Reduce(op mx.ReduceOp, hx mx.Handle, axes []int, keep bool) mx.Handle {
 	e.tick()
 	x := h(hx)
-	shape := reducedShape(x.shape, axes, keep)
-	kept := reducedShape(x.shape, axes, true)
+	shape := dims.Reduced(x.shape, axes, keep)
+	kept := dims.Reduced(x.shape, axes, true)
 	e.rowsTemp(op, x, axes, op.String())
 	var dt mx.DType
 	switch {
@@ -408,7 +370,7 @@ func (e *Engine) Reduce(op mx.ReduceOp, hx mx.Handle, axes []int, keep bool) mx.
 		// nothing was reduced.
 		back := func(t *array) *array {
 			e.use(t)
-			if numel(kept) == x.size() {
+			if dims.Numel(kept) == x.size() {
 				return e.reshaped(t, x.shape)
 			}
 			e.read(t)
@@ -448,13 +410,13 @@ func (e *Engine) argResult(op string, x *array, shape []int) *array {
 // Argmax implements mx.Engine.
 func (e *Engine) Argmax(hx mx.Handle, axis int, keep bool) mx.Handle {
 	x := h(hx)
-	return e.argResult("argmax", x, reducedShape(x.shape, []int{axis}, keep))
+	return e.argResult("argmax", x, dims.Reduced(x.shape, []int{axis}, keep))
 }
 
 // Argmin implements mx.Engine.
 func (e *Engine) Argmin(hx mx.Handle, axis int, keep bool) mx.Handle {
 	x := h(hx)
-	return e.argResult("argmin", x, reducedShape(x.shape, []int{axis}, keep))
+	return e.argResult("argmin", x, dims.Reduced(x.shape, []int{axis}, keep))
 }
 
 // Argsort implements mx.Engine.

@@ -3,6 +3,8 @@ package shapeeng
 import (
 	"slices"
 
+	"github.com/dgtune/dgtune/mx/internal/dims"
+
 	"github.com/dgtune/dgtune/mx"
 )
 
@@ -40,7 +42,7 @@ func (e *Engine) draw(key mx.Handle, shape []int, dt mx.DType, drawn mx.DType) m
 	e.tick()
 	e.read(h(key))
 	if dt != drawn {
-		e.temp(int64(numel(shape))*int64(drawn.Size()), "random")
+		e.temp(int64(dims.Numel(shape))*int64(drawn.Size()), "random")
 		e.convertTemp(shape, dt, "random")
 	}
 	return e.fresh(shape, dt, "random")
