@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -142,17 +141,5 @@ func TestConvertMatchesMLX(t *testing.T) {
 // tensors (mlx_quantize after the cast to the storage dtype), and the converted model's
 // logits equal, bit for bit, those of the same model quantized tensor by tensor by MLX.
 func TestConvertSavePretrainedMatchesMLX(t *testing.T) {
-	g, m := mxtest.Go(t), mlxEngine(t)
-	ref, _, err := mx.LoadSafetensors(g, filepath.Join(hfGolden, "reference.safetensors"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, tt := range savePretrained {
-		for _, bits := range []int{4, 8} {
-			t.Run(tt.dir+"/"+strconv.Itoa(bits), func(t *testing.T) {
-				converted, byMLX := convertedModel(t, g, m, tt.dir, bits)
-				sameLogits(t, converted, byMLX, ref[tt.prefix+".prompt"], ref[tt.prefix+".canvas"])
-			})
-		}
-	}
+	convertSavePretrained(t, mxtest.Go(t), mlxEngine(t))
 }

@@ -130,15 +130,22 @@ func convertedModel(t *testing.T, g, ref mx.Engine, dir string, bits int) (conve
 // 2.0–3.3 at 4 bits and 0.2–0.4 at 8 — a fact about the fixture, not a bound worth pinning.
 func TestConvertSavePretrained(t *testing.T) {
 	g := mxtest.Go(t)
-	ref, _, err := mx.LoadSafetensors(g, filepath.Join(hfGolden, "reference.safetensors"))
+	convertSavePretrained(t, g, g)
+}
+
+// convertSavePretrained converts every golden checkpoint at 4 and 8 bits on g and holds
+// the result to ref's quantization of the input: tensors byte for byte, logits bit for bit.
+func convertSavePretrained(t *testing.T, g, ref mx.Engine) {
+	t.Helper()
+	probes, _, err := mx.LoadSafetensors(g, filepath.Join(hfGolden, "reference.safetensors"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, tt := range savePretrained {
 		for _, bits := range []int{4, 8} {
 			t.Run(tt.dir+"/"+strconv.Itoa(bits), func(t *testing.T) {
-				converted, byRef := convertedModel(t, g, g, tt.dir, bits)
-				sameLogits(t, converted, byRef, ref[tt.prefix+".prompt"], ref[tt.prefix+".canvas"])
+				converted, byRef := convertedModel(t, g, ref, tt.dir, bits)
+				sameLogits(t, converted, byRef, probes[tt.prefix+".prompt"], probes[tt.prefix+".canvas"])
 			})
 		}
 	}

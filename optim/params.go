@@ -19,6 +19,15 @@ func (p Params) Names() []string {
 	return slices.Sorted(maps.Keys(p))
 }
 
+// Arrays returns the arrays in Names' order (to evaluate or keep them all at once).
+func (p Params) Arrays() []*mx.Array {
+	out := make([]*mx.Array, 0, len(p))
+	for _, n := range p.Names() {
+		out = append(out, p[n])
+	}
+	return out
+}
+
 // Sentinel errors, wrapped with the details (errors.Is finds them).
 var (
 	// ErrStateMismatch: a state map given to LoadState does not fit the optimizer

@@ -187,7 +187,7 @@ func startFromFile(e mx.Engine, path, weights string, t optim.Trainable, log io.
 			start[n] = a
 		}
 	}
-	mx.Eval(mapValues(start)...)
+	mx.Eval(optim.Params(start).Arrays()...)
 	if err := t.SetParams(start); err != nil {
 		return fail("%v", err)
 	}

@@ -55,7 +55,7 @@ func (r *run) update(ctx context.Context, n int) (loss float64, tokens int64, er
 				return nil
 			}
 		}
-		keep := mapValues(r.params.Params())
+		keep := optim.Params(r.params.Params()).Arrays()
 		for _, a := range r.opt.State() {
 			keep = append(keep, a)
 		}
@@ -91,7 +91,7 @@ func (r *run) apply(params, grads optim.Params) error {
 		grads, _ = optim.ClipGradNorm(grads, r.cfg.GradClip)
 	}
 	updated := r.opt.Update(params, grads)
-	mx.Eval(mapValues(updated)...)
+	mx.Eval(updated.Arrays()...)
 	return r.params.SetParams(updated)
 }
 
@@ -258,14 +258,6 @@ func paramValues(p optim.Params, names []string) []*mx.Array {
 	out := make([]*mx.Array, len(names))
 	for i, n := range names {
 		out[i] = p[n]
-	}
-	return out
-}
-
-func mapValues(p optim.Params) []*mx.Array {
-	out := make([]*mx.Array, 0, len(p))
-	for _, a := range p {
-		out = append(out, a)
 	}
 	return out
 }

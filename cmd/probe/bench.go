@@ -141,7 +141,7 @@ func benchCommand() *cobra.Command {
 				}
 				updated := opt.Update(params, g)
 				graphTime += time.Since(began)
-				mx.Eval(values(updated)...)
+				mx.Eval(updated.Arrays()...)
 				return a.SetParams(updated)
 			}
 			loadSeconds := time.Since(loadStart).Seconds()
@@ -237,12 +237,4 @@ func benchCommand() *cobra.Command {
 	f.StringVar(&computeDType, "compute-dtype", "float32", "float32, or bfloat16 (mlx engine; config compute_dtype)")
 	f.Float64Var(&memoryLimitGB, "memory-limit-gb", 0, "mlx engine allocator limit in GiB (0 = the engine's default; config memory_limit_gb)")
 	return cmd
-}
-
-func values(p optim.Params) []*mx.Array {
-	out := make([]*mx.Array, 0, len(p))
-	for _, a := range p {
-		out = append(out, a)
-	}
-	return out
 }

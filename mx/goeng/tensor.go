@@ -353,28 +353,31 @@ func fromBytes(b []byte, shape []int, dt mx.DType) *tensor {
 // with one memmove, on a little-endian host; element by element (fromBytes' loops) this
 // was a tenth of a conversion's time. It reports false for the types it does not handle.
 func copyLittleEndian(data any, b []byte) bool {
-	var dst unsafe.Pointer
-	var size int
+	var dst []byte
 	switch v := data.(type) {
 	case []float32:
-		dst, size = unsafe.Pointer(unsafe.SliceData(v)), 4*len(v)
+		dst = rawBytes(v)
 	case []uint32:
-		dst, size = unsafe.Pointer(unsafe.SliceData(v)), 4*len(v)
+		dst = rawBytes(v)
 	case []int32:
-		dst, size = unsafe.Pointer(unsafe.SliceData(v)), 4*len(v)
+		dst = rawBytes(v)
 	case []uint16:
-		dst, size = unsafe.Pointer(unsafe.SliceData(v)), 2*len(v)
+		dst = rawBytes(v)
 	case []float64:
-		dst, size = unsafe.Pointer(unsafe.SliceData(v)), 8*len(v)
+		dst = rawBytes(v)
 	case []int64:
-		dst, size = unsafe.Pointer(unsafe.SliceData(v)), 8*len(v)
+		dst = rawBytes(v)
 	default:
 		return false
 	}
-	if size > 0 {
-		copy(unsafe.Slice((*byte)(dst), size), b[:size])
-	}
+	copy(dst, b[:len(dst)]) // a short b panics here, as the element loops would
 	return true
+}
+
+// rawBytes is the memory of v as bytes.
+func rawBytes[T any](v []T) []byte {
+	var zero T
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(v))), len(v)*int(unsafe.Sizeof(zero)))
 }
 
 func cloneData(data any) any {
