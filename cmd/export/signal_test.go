@@ -42,6 +42,11 @@ func TestExportSignal(t *testing.T) {
 			t.Fatal(err)
 		}
 		*c = *p
+		// Four times the bench preset's 6 layers: the fuse takes 2.3–2.5 s here, so the signal
+		// at 0.7 s lands inside it (at 6 layers it took 0.6–0.7 s on a quiet machine and
+		// finished before the signal).
+		c.TextConfig.NumHiddenLayers = 24
+		c.TextConfig.LayerTypes = dg.DefaultLayerTypes(24)
 	})
 	writeAdapter(t, e, model, ad, lora.Config{Rank: 4, Scale: 2}, 7, 0.05)
 	bin := command.Path(t)
