@@ -46,6 +46,14 @@ def text_config_dict(cfg):
     return {k: t[k] for k in keep if k in t}
 
 
+def make(cls, config, dtype):
+    """The model of config with its weights made in dtype (transformers 5: _from_config(dtype=))."""
+    try:
+        return cls._from_config(config, dtype=dtype)
+    except TypeError:  # a transformers that still names it torch_dtype
+        return cls._from_config(config, torch_dtype=dtype)
+
+
 def build(model_dir, experts_impl, attn_impl="eager", device="cpu", dtype=torch.float32):
     from transformers import DiffusionGemmaConfig, DiffusionGemmaForBlockDiffusion
     path = model_dir if model_dir.endswith(".json") else os.path.join(model_dir, "config.json")
@@ -63,11 +71,16 @@ def build(model_dir, experts_impl, attn_impl="eager", device="cpu", dtype=torch.
         config.text_config._experts_implementation = experts_impl
     # The weights are made where they run, in their dtype: a 26B model initialised on the CPU in
     # float32 would take minutes and 100 GB before moving.
+    # transformers 5 builds a model in its config's dtype (float32 unless told), whatever the default
+    # dtype: the real geometry then asked for 100 GB of float32 on the card and ran out of memory
+    # (bench/results/gpu-lease2.txt). _from_config(dtype=...) is how transformers makes one in bf16.
+    config.dtype = dtype
+    config.text_config.dtype = dtype
     prev = torch.get_default_dtype()
     torch.set_default_dtype(dtype)
     try:
         with torch.device(device):
-            model = DiffusionGemmaForBlockDiffusion(config)
+            model = make(DiffusionGemmaForBlockDiffusion, config, dtype)
     except Exception as err:  # a release that always builds the vision tower
         from transformers import Gemma4VisionConfig
         print(f"peer_hf: no vision tower failed ({err!r}); using a 1-layer vision tower", file=sys.stderr)
@@ -75,8 +88,9 @@ def build(model_dir, experts_impl, attn_impl="eager", device="cpu", dtype=torch.
                                                  num_attention_heads=2, num_key_value_heads=2, head_dim=16)
         config = DiffusionGemmaConfig(**kw)
         config._attn_implementation = attn_impl
+        config.dtype = dtype
         with torch.device(device):
-            model = DiffusionGemmaForBlockDiffusion(config)
+            model = make(DiffusionGemmaForBlockDiffusion, config, dtype)
     finally:
         torch.set_default_dtype(prev)
     return model.to(device=device, dtype=dtype), config

@@ -51,8 +51,15 @@ func AdamStep(p, g, m, v *Array, c AdamConstants) (newP, newM, newV *Array) {
 		hp, hm, hv := s.AdamStep(p.h, g.h, m.h, v.h, c)
 		return Wrap(p.e, hp), Wrap(p.e, hm), Wrap(p.e, hv)
 	}
+	return AdamCompose(p, g, m, v, Scalar(p.e, float64(c.LR), Float32), c)
+}
+
+// AdamCompose is AdamStep's composition op by op (MLX's apply_single) with the learning
+// rate given as a float32 0-d array lr (c.LR is not read): an engine that compiles the
+// update (mlx_compile) traces it with lr as an argument, so a schedule's next rate does
+// not need a new trace. c.Decay is not read either: the composition computes 1 − lr·wd.
+func AdamCompose(p, g, m, v, lr *Array, c AdamConstants) (newP, newM, newV *Array) {
 	e := p.e
-	lr := Scalar(e, float64(c.LR), Float32)
 	if c.HasDecay {
 		p = Multiply(p, Subtract(Scalar(e, 1, Float32), MulScalar(lr, float64(c.WeightDecay))))
 	}

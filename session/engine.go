@@ -2,6 +2,7 @@ package session
 
 import (
 	"fmt"
+	"os"
 
 	"github.com/dgtune/dgtune/mx"
 )
@@ -26,6 +27,9 @@ func OpenEngine(backend, computeDType string, memoryLimitGB float64) (mx.Engine,
 	if err != nil {
 		return nil, err
 	}
+	if dt == mx.BFloat16 && backend != "go" {
+		preferTensorCores()
+	}
 	e, err := mx.Open(backend)
 	if err != nil {
 		return nil, err
@@ -43,4 +47,23 @@ func OpenEngine(backend, computeDType string, memoryLimitGB float64) (mx.Engine,
 		}
 	}
 	return e, nil
+}
+
+// tf32Env is MLX's switch for TF32 products, read once per process at the first product.
+const tf32Env = "MLX_ENABLE_TF32"
+
+// preferTensorCores turns MLX-CUDA's TF32 switch on for bfloat16 compute, unless the user
+// set it. The mlx engine turns it off by default, so that float32 compute means float32
+// products (the go engine's and PyTorch's). But MLX v0.31–0.32 also gates the tensor-core
+// configuration of its grouped GEMM — gather_mm over experts sorted by index, bfloat16
+// included — on that switch: with it off, the bfloat16 experts of the real 26B-A4B
+// geometry ran in a SIMT kernel at 2.8 ms a product, 57 % of the step's GPU time
+// (bench/results/gpu-profile-real6.txt). With bfloat16 activations the float32 products
+// left are the LoRA factors', which TF32 computes with 10-bit mantissas, still finer than
+// the bfloat16 the peer (PEFT under bf16) multiplies them in. The process keeps the first
+// choice: MLX reads the variable once.
+func preferTensorCores() {
+	if _, set := os.LookupEnv(tf32Env); !set {
+		os.Setenv(tf32Env, "1")
+	}
 }
