@@ -64,33 +64,37 @@ def build(model_dir, experts_impl, attn_impl="eager", device="cpu", dtype=torch.
         if k in cfg:
             kw[k] = cfg[k]
     config = DiffusionGemmaConfig(**kw)
-    config._attn_implementation = attn_impl
-    config.text_config._attn_implementation = attn_impl
-    if experts_impl:
-        config._experts_implementation = experts_impl
-        config.text_config._experts_implementation = experts_impl
     # The weights are made where they run, in their dtype: a 26B model initialised on the CPU in
-    # float32 would take minutes and 100 GB before moving.
-    # transformers 5 builds a model in its config's dtype (float32 unless told), whatever the default
-    # dtype: the real geometry then asked for 100 GB of float32 on the card and ran out of memory
-    # (bench/results/gpu-lease2.txt). _from_config(dtype=...) is how transformers makes one in bf16.
-    config.dtype = dtype
-    config.text_config.dtype = dtype
+    # float32 would take minutes and 100 GB before moving. transformers 5 builds a model in its
+    # config's dtype (float32 unless told), whatever the default dtype; _from_config(dtype=...) is
+    # how it makes one in bf16.
+    def attempt(config, where):
+        config._attn_implementation = attn_impl
+        config.text_config._attn_implementation = attn_impl
+        if experts_impl:
+            config._experts_implementation = experts_impl
+            config.text_config._experts_implementation = experts_impl
+        config.dtype = dtype
+        config.text_config.dtype = dtype
+        with torch.device(where):
+            return make(DiffusionGemmaForBlockDiffusion, config, dtype)
+
     prev = torch.get_default_dtype()
     torch.set_default_dtype(dtype)
     try:
-        with torch.device(device):
-            model = make(DiffusionGemmaForBlockDiffusion, config, dtype)
-    except Exception as err:  # a release that always builds the vision tower
-        from transformers import Gemma4VisionConfig
-        print(f"peer_hf: no vision tower failed ({err!r}); using a 1-layer vision tower", file=sys.stderr)
-        kw["vision_config"] = Gemma4VisionConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=1,
-                                                 num_attention_heads=2, num_key_value_heads=2, head_dim=16)
-        config = DiffusionGemmaConfig(**kw)
-        config._attn_implementation = attn_impl
-        config.dtype = dtype
-        with torch.device(device):
-            model = make(DiffusionGemmaForBlockDiffusion, config, dtype)
+        # First on the meta device, which allocates nothing: transformers 5.17 cannot build the model
+        # without a vision tower, and a failed build on the card stayed referenced by the exception
+        # while the retry ran out of memory (bench/results/gpu-lease4.txt).
+        try:
+            attempt(config, "meta")
+        except Exception as err:  # a release that always builds the vision tower
+            from transformers import Gemma4VisionConfig
+            print(f"peer_hf: no vision tower failed ({type(err).__name__}); using a 1-layer vision tower",
+                  file=sys.stderr)
+            kw["vision_config"] = Gemma4VisionConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                                                     num_attention_heads=2, num_key_value_heads=2, head_dim=16)
+            config = DiffusionGemmaConfig(**kw)
+        model = attempt(config, device)
     finally:
         torch.set_default_dtype(prev)
     return model.to(device=device, dtype=dtype), config

@@ -237,6 +237,15 @@ func newEngine() (*Engine, error) {
 	if _, set := os.LookupEnv("MLX_MAX_OPS_PER_BUFFER"); !set && runtime.GOOS != "darwin" {
 		os.Setenv("MLX_MAX_OPS_PER_BUFFER", strconv.Itoa(cudaOpsPerGraph))
 	}
+	// Without CUDA graphs at all the compiled step ran faster still: the bench preset's in
+	// 33 ms instead of 47 (20 ops a graph), the small preset's in 54 instead of 82; the
+	// uncompiled bench step within 5 % either way and the 6-layer real geometry's in 146
+	// instead of 150 (bench/results/gpu-lease2.txt, gpu-lease4.txt). Nothing is cached
+	// per graph shape then, so batches of many lengths neither fill MLX's graph cache nor
+	// hold host memory for each shape. MLX_USE_CUDA_GRAPHS=1 brings them back.
+	if _, set := os.LookupEnv("MLX_USE_CUDA_GRAPHS"); !set && runtime.GOOS != "darwin" {
+		os.Setenv("MLX_USE_CUDA_GRAPHS", "0")
+	}
 	C.mlxeng_install_handler()
 	e := &Engine{device: "cpu", home: make(chan func())}
 	var g C.int

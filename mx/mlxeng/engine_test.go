@@ -4,6 +4,9 @@ package mlxeng_test
 
 import (
 	"errors"
+	"fmt"
+	"os"
+	"os/exec"
 	"regexp"
 	"runtime"
 	"slices"
@@ -240,4 +243,58 @@ func TestVersion(t *testing.T) {
 		t.Errorf("DescribeEngines = %q", d)
 	}
 	t.Logf("MLX %s", v)
+}
+
+// TestLaunchDefaults: opening the engine in a process whose environment names none of
+// MLX's launch variables sets the engine's choices (CUDA graphs off, 20 ops a buffer,
+// TF32 off, a large graph cache), and a value the user set is kept. The engine is opened
+// once per process, so each case runs in a child: this test binary, re-run for
+// TestLaunchDefaultsChild alone.
+func TestLaunchDefaults(t *testing.T) {
+	if runtime.GOOS == "darwin" {
+		t.Skip("Metal reads MLX_MAX_OPS_PER_BUFFER for its command buffers; the engine leaves it alone")
+	}
+	vars := []string{"MLX_USE_CUDA_GRAPHS", "MLX_MAX_OPS_PER_BUFFER", "MLX_ENABLE_TF32", "MLX_CUDA_GRAPH_CACHE_SIZE"}
+	cases := []struct {
+		name string
+		user []string // VAR=value set for the child
+		want string   // the child's report
+	}{
+		{"defaults", nil, "MLX_USE_CUDA_GRAPHS=0 MLX_MAX_OPS_PER_BUFFER=20 MLX_ENABLE_TF32=0 MLX_CUDA_GRAPH_CACHE_SIZE=100000"},
+		{"user's values", []string{"MLX_USE_CUDA_GRAPHS=1", "MLX_ENABLE_TF32=1"}, "MLX_USE_CUDA_GRAPHS=1 MLX_MAX_OPS_PER_BUFFER=20 MLX_ENABLE_TF32=1 MLX_CUDA_GRAPH_CACHE_SIZE=100000"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var env []string
+			for _, kv := range os.Environ() {
+				if !slices.ContainsFunc(vars, func(v string) bool { return strings.HasPrefix(kv, v+"=") }) {
+					env = append(env, kv)
+				}
+			}
+			cmd := exec.Command(os.Args[0], "-test.run", "^TestLaunchDefaultsChild$", "-test.count=1")
+			cmd.Env = append(append(env, "MLXENG_LAUNCH_CHILD=1"), c.user...)
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("child: %v\n%s", err, out)
+			}
+			m := regexp.MustCompile(`launch: (.*)`).FindSubmatch(out)
+			if m == nil || string(m[1]) != c.want {
+				t.Fatalf("child reported %q, want %q\n%s", m, c.want, out)
+			}
+		})
+	}
+}
+
+// TestLaunchDefaultsChild is TestLaunchDefaults' child: it opens the engine and prints the
+// launch variables.
+func TestLaunchDefaultsChild(t *testing.T) {
+	if os.Getenv("MLXENG_LAUNCH_CHILD") != "1" {
+		t.Skip("run by TestLaunchDefaults")
+	}
+	mlxEngine(t)
+	var got []string
+	for _, v := range []string{"MLX_USE_CUDA_GRAPHS", "MLX_MAX_OPS_PER_BUFFER", "MLX_ENABLE_TF32", "MLX_CUDA_GRAPH_CACHE_SIZE"} {
+		got = append(got, v+"="+os.Getenv(v))
+	}
+	fmt.Printf("launch: %s\n", strings.Join(got, " "))
 }
