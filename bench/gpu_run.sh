@@ -14,7 +14,8 @@
 # ~14 GB). Each item runs in its own process under its own timeout; RESULTS/<item>.txt holds its
 # command, output and "#rc=… seconds=…"; an item already done (rc 0) is skipped, so the script can
 # be re-run after an interruption; RESULTS/all.txt collects every item's JSON and output tail. ITEMS
-# picks groups: smoke parity demo bench real peer (default: all); memory (MLX's own reader against
+# picks groups: smoke parity demo bench real peer (default: all); experts (the fused experts kernel against the
+# dequant route: its GPU test, then SCRATCH/real-6 — probe mkmodel --preset real --layers 6 — and real-4); memory (MLX's own reader against
 # Go's, compiled and uncompiled peaks at the real geometry, the mlx estimate); and route (the real geometry's
 # bf16 step with MLX's quantized kernels, MLXENG_QUANTIZED=kernel, against the engine's
 # default). BENCH_DTYPES (default "float32 bfloat16") and GO16=0 (skip the go engine) narrow bench;
@@ -103,6 +104,17 @@ if want memory; then
   item mlx-real-2048x256-bf16-ckpt-compiled 300 $B/probe-mlx bench --backend mlx --model $S/real-4 --prompt-len 2048 --canvas-len 256 --steps 2 --warmup 1 --compute-dtype bfloat16 --grad-checkpoint --compile --json
   item mlx-real-2048x256-bf16-ckpt 300 $B/probe-mlx bench --backend mlx --model $S/real-4 --prompt-len 2048 --canvas-len 256 --steps 2 --warmup 1 --compute-dtype bfloat16 --grad-checkpoint --json
   item estimate-mlx-real-2048x256-ckpt 60 $B/probe-go estimate --model $S/real-4 --prompt-len 2048 --canvas-len 256 --grad-checkpoint --backend mlx --compute-dtype bfloat16 --json
+fi
+if want experts; then
+  # The fused experts kernel (MLXENG_EXPERTS=fused, mx/mlxeng/experts.go) against the dequant route: its
+  # GPU test first, then the 6-layer and the full real geometry, uncompiled and compiled, each way.
+  ( cd mx/mlxeng && item experts-test 300 env MLXENG_EXPERTS=fused $B/mlxeng.test -test.count=1 -test.v -test.run 'FusedExperts|DequantRoute' )
+  for m in ${EXPERTS_MODELS:-real-6 real-4}; do
+    for v in dequant fused; do
+      item experts-$m-$v 300 env MLXENG_EXPERTS=$v $B/probe-mlx bench --backend mlx --model $S/$m --prompt-len 128 --canvas-len 256 --steps 3 --warmup 1 --compute-dtype bfloat16 --json
+      item experts-$m-$v-compiled 400 env MLXENG_EXPERTS=$v $B/probe-mlx bench --backend mlx --model $S/$m --prompt-len 128 --canvas-len 256 --steps 3 --warmup 2 --compute-dtype bfloat16 --compile --json
+    done
+  done
 fi
 if want route; then
   item mlx-real-128x256-bfloat16-kernel 420 env MLXENG_QUANTIZED=kernel $B/probe-mlx bench --backend mlx --model $S/real-4 --prompt-len 128 --canvas-len 256 --steps 3 --warmup 1 --compute-dtype bfloat16 --json

@@ -13,8 +13,27 @@ typedef struct {
 	int gather;        // 1: x [rows, 1, K] by rhs-indexed experts (gather_mm), 0: x·Wᵀ
 	int sorted;        // gather: rows come grouped by expert
 	int kernel_fwd;    // linear: the forward stays quantized_matmul (bf16/f16 activations)
+	int fused;         // gather: both products through the fused experts kernel (experts.go)
+	mlx_fast_cuda_kernel experts;
 	mlx_stream s;
 } mlxeng_dq;
+
+int mlxeng_experts_apply(mlx_array* res, mlx_fast_cuda_kernel k, const mlx_array x, const mlx_array w,
+	const mlx_array scales, const mlx_array biases, const mlx_array idx, int trans, mlx_stream s);
+
+// mlxeng_dq_fused is the fused experts kernel on x (forward: trans 1) or the cotangent
+// (input gradient: trans 0), with the weight, its quantization and the indices of in.
+static int mlxeng_dq_fused(mlx_array* res, const mlx_array x, const mlx_vector_array in, const mlxeng_dq* q, int trans) {
+	mlx_array w = mlx_array_new(), sc = mlx_array_new(), b = mlx_array_new(), rhs = mlx_array_new();
+	int rc = mlx_vector_array_get(&w, in, 1) || mlx_vector_array_get(&sc, in, 2) ||
+		mlx_vector_array_get(&b, in, 3) || mlx_vector_array_get(&rhs, in, 4) ||
+		mlxeng_experts_apply(res, q->experts, x, w, sc, b, rhs, trans, q->s);
+	mlx_array_free(w);
+	mlx_array_free(sc);
+	mlx_array_free(b);
+	mlx_array_free(rhs);
+	return rc;
+}
 
 static int mlxeng_dq_weight(mlx_array* res, const mlx_vector_array in, const mlxeng_dq* q, mlx_dtype dt) {
 	mlx_array w = mlx_array_new(), sc = mlx_array_new(), b = mlx_array_new(), none = {0};
@@ -46,7 +65,9 @@ static int mlxeng_dq_forward(mlx_vector_array* res, const mlx_vector_array in, v
 	mlx_array x = mlx_array_new(), wd = mlx_array_new(), wt = mlx_array_new(), y = mlx_array_new();
 	mlx_array rhs = mlx_array_new(), none = {0};
 	int rc = mlx_vector_array_get(&x, in, 0);
-	if (rc == 0 && !q->gather && q->kernel_fwd) {
+	if (rc == 0 && q->fused) {
+		rc = mlxeng_dq_fused(&y, x, in, q, 1);
+	} else if (rc == 0 && !q->gather && q->kernel_fwd) {
 		mlx_array w = mlx_array_new(), sc = mlx_array_new(), b = mlx_array_new();
 		rc = mlx_vector_array_get(&w, in, 1) || mlx_vector_array_get(&sc, in, 2) || mlx_vector_array_get(&b, in, 3);
 		mlx_optional_int gs = {q->gs, true}, bits = {q->bits, true};
@@ -87,15 +108,19 @@ static int mlxeng_dq_vjp(mlx_vector_array* res, const mlx_vector_array primals, 
 	const mlxeng_dq* q = (const mlxeng_dq*)payload;
 	size_t n = mlx_vector_array_size(primals);
 	mlx_array g = mlx_array_new(), wd = mlx_array_new(), dx = mlx_array_new(), rhs = mlx_array_new(), none = {0};
-	// The weight is dequantized once the cotangent exists (see mlxeng_dq_after).
-	mlx_vector_array after = mlx_vector_array_new();
-	int rc = mlx_vector_array_get(&g, cots, 0) || mlx_depends(&after, primals, cots) ||
-		mlxeng_dq_weight(&wd, after, q, mlx_array_dtype(g));
-	mlx_vector_array_free(after);
-	if (rc == 0 && q->gather) {
-		rc = mlx_vector_array_get(&rhs, primals, 4) || mlx_gather_mm(&dx, g, wd, none, rhs, q->sorted, q->s);
+	int rc = mlx_vector_array_get(&g, cots, 0);
+	if (rc == 0 && q->fused) {
+		rc = mlxeng_dq_fused(&dx, g, primals, q, 0);
 	} else if (rc == 0) {
-		rc = mlx_matmul(&dx, g, wd, q->s);
+		// The weight is dequantized once the cotangent exists (see mlxeng_dq_after).
+		mlx_vector_array after = mlx_vector_array_new();
+		rc = mlx_depends(&after, primals, cots) || mlxeng_dq_weight(&wd, after, q, mlx_array_dtype(g));
+		mlx_vector_array_free(after);
+		if (rc == 0 && q->gather) {
+			rc = mlx_vector_array_get(&rhs, primals, 4) || mlx_gather_mm(&dx, g, wd, none, rhs, q->sorted, q->s);
+		} else if (rc == 0) {
+			rc = mlx_matmul(&dx, g, wd, q->s);
+		}
 	}
 	// res arrives without storage (mlx-c's closure makes it empty): set it in one go.
 	mlx_array grads[8];
@@ -208,6 +233,9 @@ func (e *Engine) dequantLinear(x, wq, s, b *array, p mx.QuantParams) *array {
 // transpose on the dequant route: [rows, 1, N].
 func (e *Engine) dequantGather(x3, wq, s, b, rhs *array, p mx.QuantParams, sorted bool) *array {
 	q := C.mlxeng_dq{gs: C.int(p.GroupSize), bits: C.int(p.Bits), gather: 1, sorted: cbool(sorted), s: e.stream}
+	if e.fusesExperts(x3, wq, s, rhs, p, sorted) {
+		q.fused, q.experts = 1, e.expertsKernel
+	}
 	in := vector([]mx.Handle{x3, wq, s, b, rhs})
 	defer C.mlx_vector_array_free(in)
 	return e.op("gather_qmm", func(res *C.mlx_array) C.int { return C.mlxeng_dq_apply(res, in, q) })

@@ -175,6 +175,11 @@ type Engine struct {
 
 	// adam holds the compiled AdamW updates (adam.go).
 	adam adamCache
+
+	// fusedExperts: the experts' products on the dequant route go through expertsKernel
+	// (experts.go), made at open when MLXENG_EXPERTS=fused on a GPU.
+	fusedExperts  bool
+	expertsKernel C.mlx_fast_cuda_kernel
 }
 
 // array is the engine's handle: one mlx_array reference plus the shape and dtype,
@@ -260,6 +265,7 @@ func newEngine() (*Engine, error) {
 		return nil, fmt.Errorf("mlx: open engine: %w", err)
 	}
 	e.quantized = chooseQuantizedRoute(e.device)
+	e.expertsKernel, e.fusedExperts = newExpertsKernel(e.device)
 	if e.device == "gpu" {
 		// MLX's own limit is 95 % of the card; start well inside it (callers may set
 		// another with mx.SetMemoryLimit).

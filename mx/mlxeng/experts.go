@@ -1,0 +1,103 @@
+//go:build mlx
+
+package mlxeng
+
+/*
+#include <stdlib.h>
+#include "mlx/c/mlx.h"
+
+// mlxeng_experts_kernel_new makes the fused experts kernel (expertsSource) as an MLX
+// custom CUDA kernel: inputs x, w, scales, biases, idx; output out. Nothing compiles
+// until its first use.
+mlx_fast_cuda_kernel mlxeng_experts_kernel_new(const char* source, const char* header) {
+	const char* in[] = {"x", "w", "scales", "biases", "idx"};
+	mlx_vector_string ins = mlx_vector_string_new(), outs = mlx_vector_string_new();
+	for (int i = 0; i < 5; i++) {
+		mlx_vector_string_append_value(ins, in[i]);
+	}
+	mlx_vector_string_append_value(outs, "out");
+	mlx_fast_cuda_kernel k = mlx_fast_cuda_kernel_new("dgtune_experts", ins, outs, source, header, true, 0);
+	mlx_vector_string_free(ins);
+	mlx_vector_string_free(outs);
+	return k;
+}
+
+// mlxeng_experts_apply is out [rows, 1, nj] = x [rows, 1, nc] times each row's expert:
+// trans 1 is x·W[e]ᵀ (W [E, nj, nc] packed: the forward), trans 0 is x·W[e]
+// (W [E, nc, nj]: the input gradient). idx [rows] is non-decreasing.
+int mlxeng_experts_apply(mlx_array* res, mlx_fast_cuda_kernel k, const mlx_array x, const mlx_array w,
+		const mlx_array scales, const mlx_array biases, const mlx_array idx, int trans, mlx_stream s) {
+	int rows = mlx_array_dim(x, 0);
+	int nc = mlx_array_dim(x, 2);
+	int experts = mlx_array_dim(w, 0);
+	int nj = trans ? mlx_array_dim(w, 1) : (int)(mlx_array_dim(w, 2) * 8);
+	int shape[3] = {rows, 1, nj};
+	mlx_fast_cuda_kernel_config cfg = mlx_fast_cuda_kernel_config_new();
+	mlx_vector_array ins = mlx_vector_array_new(), outs = mlx_vector_array_new();
+	int rc = mlx_fast_cuda_kernel_config_add_output_arg(cfg, shape, 3, MLX_BFLOAT16) ||
+		mlx_fast_cuda_kernel_config_set_grid(cfg, (nj / 64) * 128, experts, 1) ||
+		mlx_fast_cuda_kernel_config_set_thread_group(cfg, 128, 1, 1) ||
+		mlx_fast_cuda_kernel_config_add_template_arg_bool(cfg, "TRANS", trans != 0) ||
+		mlx_fast_cuda_kernel_config_add_template_arg_int(cfg, "NJ", nj) ||
+		mlx_fast_cuda_kernel_config_add_template_arg_int(cfg, "NC", nc) ||
+		mlx_vector_array_append_value(ins, x) || mlx_vector_array_append_value(ins, w) ||
+		mlx_vector_array_append_value(ins, scales) || mlx_vector_array_append_value(ins, biases) ||
+		mlx_vector_array_append_value(ins, idx) ||
+		mlx_fast_cuda_kernel_apply(&outs, k, ins, cfg, s) ||
+		mlx_vector_array_get(res, outs, 0);
+	mlx_vector_array_free(ins);
+	mlx_vector_array_free(outs);
+	mlx_fast_cuda_kernel_config_free(cfg);
+	return rc;
+}
+*/
+import "C"
+
+import (
+	"os"
+	"unsafe"
+
+	"github.com/dgtune/dgtune/mx"
+	"github.com/dgtune/dgtune/mx/mlxeng/kernels"
+)
+
+// Fused experts on MLX-CUDA (MLXENG_EXPERTS=fused; off by default until it has run on a
+// GPU). On the dequant route each expert product dequantizes the layer's experts — all
+// of them, 1.5 GB of bfloat16 for the real 26B-A4B geometry — and multiplies through
+// CUTLASS's grouped GEMM, whose 256-row tiles hold ~24 rows an expert and load with
+// alignment 1: together ~60 % of the real geometry's step on the H200
+// (bench/results/gpu-profile-real2-tf32.txt). kernels.ExpertsSource multiplies each
+// expert's sorted rows by its 4-bit weight dequantized tile by tile in shared memory, on
+// tensor cores, forward x·Wᵀ and backward g·W, without writing the weight out. Its
+// indexing is tested on a CPU emulation (package kernels); its speed and its run on a GPU
+// are not measured yet (TestFusedExpertsMatchExact, bench/gpu_run.sh ITEMS=experts).
+
+// expertsEnv turns the fused experts on ("fused") or off (anything else).
+const expertsEnv = "MLXENG_EXPERTS"
+
+// newExpertsKernel returns the fused experts kernel when the environment asks for it
+// on a GPU; ok false leaves the experts on the dequant route.
+func newExpertsKernel(device string) (k C.mlx_fast_cuda_kernel, ok bool) {
+	if device != "gpu" || os.Getenv(expertsEnv) != "fused" {
+		return k, false
+	}
+	src, hdr := C.CString(kernels.ExpertsSource), C.CString(kernels.ExpertsHeader)
+	defer C.free(unsafe.Pointer(src))
+	defer C.free(unsafe.Pointer(hdr))
+	k = C.mlxeng_experts_kernel_new(src, hdr)
+	return k, k.ctx != nil
+}
+
+// fusesExperts reports whether the fused kernel takes this gather: bfloat16 rows
+// x3 [rows, 1, K] sorted by expert, 4-bit weights [E, N, K/8] in groups of 64 with
+// bfloat16 scales, and every width a multiple of the kernel's 64-wide tiles.
+func (e *Engine) fusesExperts(x3, wq, s, rhs *array, p mx.QuantParams, sorted bool) bool {
+	if !e.fusedExperts || !sorted || p.Bits != 4 || p.GroupSize != 64 {
+		return false
+	}
+	if x3.dt != mx.BFloat16 || s.dt != mx.BFloat16 || len(x3.shape) != 3 || len(rhs.shape) != 1 || len(wq.shape) != 3 {
+		return false
+	}
+	k, n, experts := x3.shape[2], wq.shape[1], wq.shape[0]
+	return k%64 == 0 && n%64 == 0 && wq.shape[2]*8 == k && experts <= 65535
+}

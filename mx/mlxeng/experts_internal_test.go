@@ -1,0 +1,100 @@
+//go:build mlx
+
+package mlxeng
+
+import (
+	"math"
+	"testing"
+
+	"github.com/dgtune/dgtune/mx"
+)
+
+// TestFusedExpertsMatchExact: on a GPU, the fused experts kernel (MLXENG_EXPERTS=fused)
+// gives x·W[e]ᵀ and its input gradient g·W[e] for rows sorted by expert — an expert with
+// no rows, one with a single row, one spanning two 32-row tiles — within bfloat16's
+// rounding of the float64 products of the same bfloat16 inputs and dequantized weights,
+// and so does the dequant route it replaces. MLX's CPU backend has no custom kernels.
+func TestFusedExpertsMatchExact(t *testing.T) {
+	e, err := open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.device != "gpu" {
+		t.Skip("custom CUDA kernels run on a GPU only")
+	}
+	t.Setenv(expertsEnv, "fused")
+	k, ok := newExpertsKernel(e.device)
+	if !ok {
+		t.Fatal("could not make the fused experts kernel")
+	}
+	savedRoute, savedFused, savedKernel := e.quantized, e.fusedExperts, e.expertsKernel
+	defer func() { e.quantized, e.fusedExperts, e.expertsKernel = savedRoute, savedFused, savedKernel }()
+	e.quantized, e.expertsKernel = routeDequant, k
+
+	const experts, n, kd = 5, 192, 128
+	counts := []int{3, 0, 40, 1, 26} // rows of each expert, in order
+	var idx []int32
+	for ex, c := range counts {
+		for range c {
+			idx = append(idx, int32(ex))
+		}
+	}
+	rows := len(idx)
+	lcg := uint64(7)
+	rnd := func(m int, scale float32) []float32 {
+		v := make([]float32, m)
+		for i := range v {
+			lcg = lcg*6364136223846793005 + 1442695040888963407
+			v[i] = scale * (float32(int64(lcg>>40)%2001-1000) / 1000)
+		}
+		return v
+	}
+	bf := func(v []float32, shape ...int) *mx.Array {
+		return mx.AsType(mx.FromFloat32(e, v, shape...), mx.BFloat16)
+	}
+	x := bf(rnd(rows*kd, 1), rows, kd)
+	cot := bf(rnd(rows*n, 1), rows, n)
+	wq, ws, wb := mx.Quantize(bf(rnd(experts*n*kd, 0.1), experts, n, kd), 64, 4)
+	ids := mx.FromInt32(e, idx, rows)
+	xs := mx.AsType(x, mx.Float32).Float32s()
+	cs := mx.AsType(cot, mx.Float32).Float32s()
+	wd := mx.AsType(mx.Dequantize(wq, ws, wb, 64, 4), mx.Float32).Float32s() // [E, N, K]
+
+	// The float64 products of the bfloat16 values: y = x·W[e]ᵀ, dx = cot·W[e].
+	wantY, wantDX := make([]float64, rows*n), make([]float64, rows*kd)
+	for r, ex := range idx {
+		w := wd[int(ex)*n*kd:]
+		for j := range n {
+			for c := range kd {
+				wantY[r*n+j] += float64(xs[r*kd+c]) * float64(w[j*kd+c])
+				wantDX[r*kd+c] += float64(cs[r*n+j]) * float64(w[j*kd+c])
+			}
+		}
+	}
+	check := func(what string, got []float32, want []float64) {
+		t.Helper()
+		scale := 0.0
+		for _, v := range want {
+			scale = math.Max(scale, math.Abs(v))
+		}
+		for i, v := range want {
+			// one bfloat16 rounding of the result (2⁻⁸ relative) and float32 sums
+			if d := math.Abs(float64(got[i]) - v); d > math.Abs(v)/256+scale*1e-4 {
+				t.Fatalf("%s [%d]: %v, want %v (scale %v)", what, i, got[i], v, scale)
+			}
+		}
+	}
+	for _, fused := range []bool{true, false} {
+		e.fusedExperts = fused
+		if fused && !e.fusesExperts(get(mx.Reshape(x, rows, 1, kd).Handle()), get(wq.Handle()), get(ws.Handle()), get(ids.Handle()), mx.QuantParams{GroupSize: 64, Bits: 4}, true) {
+			t.Fatal("the fused kernel refused the test's shapes")
+		}
+		vals, grads := mx.ValueAndGrad(func(a []*mx.Array) []*mx.Array {
+			y := mx.GatherQMM(a[0], wq, ws, wb, ids, true, 64, 4, true)
+			return []*mx.Array{mx.Sum(mx.Multiply(mx.AsType(y, mx.Float32), mx.AsType(cot, mx.Float32)), false), y}
+		})([]*mx.Array{x})
+		name := map[bool]string{true: "fused", false: "dequant route"}[fused]
+		check(name+" y", mx.AsType(vals[1], mx.Float32).Float32s(), wantY)
+		check(name+" dx", mx.AsType(grads[0], mx.Float32).Float32s(), wantDX)
+	}
+}
