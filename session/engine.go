@@ -27,9 +27,7 @@ func OpenEngine(backend, computeDType string, memoryLimitGB float64) (mx.Engine,
 	if err != nil {
 		return nil, err
 	}
-	if dt == mx.BFloat16 && backend != "go" {
-		preferTensorCores()
-	}
+	PrepareEngine(backend, computeDType)
 	e, err := mx.Open(backend)
 	if err != nil {
 		return nil, err
@@ -51,6 +49,16 @@ func OpenEngine(backend, computeDType string, memoryLimitGB float64) (mx.Engine,
 
 // tf32Env is MLX's switch for TF32 products, read once per process at the first product.
 const tf32Env = "MLX_ENABLE_TF32"
+
+// PrepareEngine makes the process-wide choices the engine reads when it is first opened,
+// for a run computed in computeDType on backend: today MLX's TF32 switch
+// (preferTensorCores). OpenEngine calls it; code that opens the engine earlier through
+// mx.Open (train's distributed setup) calls it first.
+func PrepareEngine(backend, computeDType string) {
+	if dt, err := ComputeDType(computeDType); err == nil && dt == mx.BFloat16 && backend != "go" {
+		preferTensorCores()
+	}
+}
 
 // preferTensorCores turns MLX-CUDA's TF32 switch on for bfloat16 compute, unless the user
 // set it. The mlx engine turns it off by default, so that float32 compute means float32

@@ -115,6 +115,8 @@ func Run(ctx context.Context, cfg config.Config, opt Options) (res *Result, err 
 		fmt.Fprintf(os.Stderr, "train: %v\n", err)
 		os.Exit(1)
 	}
+	// Before joinCluster, which may open the engine to look for NCCL.
+	session.PrepareEngine(cfg.Backend, cfg.ComputeDType)
 	c, err := joinCluster(cfg, opt)
 	if err != nil {
 		return nil, err
