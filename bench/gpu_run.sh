@@ -15,7 +15,8 @@
 # command, output and "#rc=… seconds=…"; an item already done (rc 0) is skipped, so the script can
 # be re-run after an interruption; RESULTS/all.txt collects every item's JSON and output tail. ITEMS
 # picks groups: smoke parity demo bench real peer (default: all); experts (the fused experts kernel against the
-# dequant route: its GPU test, then SCRATCH/real-6 — probe mkmodel --preset real --layers 6 — and real-4); memory (MLX's own reader against
+# dequant route: its GPU test, then SCRATCH/real-6 — probe mkmodel --preset real --layers 6 — and real-4); profile
+# (ncu over one step of SCRATCH/real-2, PROFILE_EXPERTS="dequant fused" for both routes); memory (MLX's own reader against
 # Go's, compiled and uncompiled peaks at the real geometry, the mlx estimate); and route (the real geometry's
 # bf16 step with MLX's quantized kernels, MLXENG_QUANTIZED=kernel, against the engine's
 # default). BENCH_DTYPES (default "float32 bfloat16") and GO16=0 (skip the go engine) narrow bench;
@@ -114,6 +115,14 @@ if want experts; then
       item experts-$m-$v 300 env MLXENG_EXPERTS=$v $B/probe-mlx bench --backend mlx --model $S/$m --prompt-len 128 --canvas-len 256 --steps 3 --warmup 1 --compute-dtype bfloat16 --json
       item experts-$m-$v-compiled 400 env MLXENG_EXPERTS=$v $B/probe-mlx bench --backend mlx --model $S/$m --prompt-len 128 --canvas-len 256 --steps 3 --warmup 2 --compute-dtype bfloat16 --compile --json
     done
+  done
+fi
+if want profile; then
+  # Every kernel of one step timed by Nsight Compute on the real geometry cut to 2 layers (SCRATCH/real-2:
+  # probe mkmodel --preset real --layers 2 --bits 4 --sharded), then summarised (bench/ncu_summary.py).
+  for v in ${PROFILE_EXPERTS:-dequant}; do
+    item profile-real2-$v 300 env MLX_USE_CUDA_GRAPHS=0 MLXENG_EXPERTS=$v ncu --clock-control none --metrics gpu__time_duration.sum --csv --page raw --log-file $R/ncu-real2-$v.csv $B/probe-mlx bench --backend mlx --model $S/real-2 --prompt-len 128 --canvas-len 256 --steps 1 --warmup 1 --compute-dtype bfloat16 --json
+    item profile-real2-$v-summary 60 python3 bench/ncu_summary.py $R/ncu-real2-$v.csv
   done
 fi
 if want route; then
