@@ -72,6 +72,7 @@ func TestExpertsKernelEmulated(t *testing.T) {
 		{3, 64, 64, []int{1, 65, 0}, false},
 		{2, 128, 256, []int{0, 33}, false},
 		{2, 128, 256, []int{0, 33}, true},
+		{2, 2816, 704, []int{31, 33}, false}, // the real 26B-A4B geometry's down projection
 	}
 	for _, c := range cases {
 		name := fmt.Sprintf("E%d_N%d_K%d_shift%v", c.experts, c.n, c.k, c.shift)
