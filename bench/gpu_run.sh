@@ -110,6 +110,7 @@ if want experts; then
   # The fused experts kernel (MLXENG_EXPERTS=fused, mx/mlxeng/experts.go) against the dequant route: its
   # GPU test first, then the 6-layer and the full real geometry, uncompiled and compiled, each way.
   ( cd mx/mlxeng && item experts-test 300 env MLXENG_EXPERTS=fused $B/mlxeng.test -test.count=1 -test.v -test.run 'FusedExperts|DequantRoute' )
+  ( cd mx/mlxeng && item experts-bench 300 $B/mlxeng.test -test.run XXX -test.bench FusedExperts -test.benchtime 20x )
   for m in ${EXPERTS_MODELS:-real-6 real-4}; do
     for v in dequant fused; do
       item experts-$m-$v 300 env MLXENG_EXPERTS=$v $B/probe-mlx bench --backend mlx --model $S/$m --prompt-len 128 --canvas-len 256 --steps 3 --warmup 1 --compute-dtype bfloat16 --json
