@@ -51,16 +51,10 @@ func OpenEngine(backend, computeDType string, memoryLimitGB float64) (mx.Engine,
 const tf32Env = "MLX_ENABLE_TF32"
 
 // PrepareEngine makes the process-wide choices the engine reads when it is first opened,
-// for a run computed in computeDType on backend: today MLX's TF32 switch
-// (preferTensorCores). OpenEngine calls it; code that opens the engine earlier through
-// mx.Open (train's distributed setup) calls it first.
-func PrepareEngine(backend, computeDType string) {
-	if dt, err := ComputeDType(computeDType); err == nil && dt == mx.BFloat16 && backend != "go" {
-		preferTensorCores()
-	}
-}
-
-// preferTensorCores turns MLX-CUDA's TF32 switch on for bfloat16 compute, unless the user
+// for a run computed in computeDType on backend. OpenEngine calls it; code that opens the
+// engine earlier through mx.Open (train's distributed setup) calls it first.
+//
+// Today that is MLX-CUDA's TF32 switch, turned on for bfloat16 compute unless the user
 // set it. The mlx engine turns it off by default, so that float32 compute means float32
 // products (the go engine's and PyTorch's). But MLX v0.31–0.32 also gates the tensor-core
 // configuration of its grouped GEMM — gather_mm over experts sorted by index, bfloat16
@@ -70,7 +64,11 @@ func PrepareEngine(backend, computeDType string) {
 // left are the LoRA factors', which TF32 computes with 10-bit mantissas, still finer than
 // the bfloat16 the peer (PEFT under bf16) multiplies them in. The process keeps the first
 // choice: MLX reads the variable once.
-func preferTensorCores() {
+func PrepareEngine(backend, computeDType string) {
+	dt, err := ComputeDType(computeDType)
+	if err != nil || dt != mx.BFloat16 || backend == "go" {
+		return
+	}
 	if _, set := os.LookupEnv(tf32Env); !set {
 		os.Setenv(tf32Env, "1")
 	}

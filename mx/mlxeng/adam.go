@@ -9,21 +9,24 @@ import (
 )
 
 // adamKey names one compiled AdamW update: the number of parameters and the constants the
-// trace holds (everything of mx.AdamConstants but the learning rate, an argument).
+// trace holds — mx.AdamConstants without the learning rate, an argument, and without
+// Decay, which the composition computes from it.
 type adamKey struct {
-	n                  int
-	hasDecay           bool
-	weightDecay        float32
-	b1, oneMinusB1, b2 float32
-	oneMinusB2, eps    float32
+	n int
+	c mx.AdamConstants
+}
+
+// compiledAdam is one compiled update and what releases its trace.
+type compiledAdam struct {
+	update  func([]mx.Handle) []mx.Handle
+	release func()
 }
 
 // adamCache holds the engine's compiled updates. A run has one optimizer, so one entry
 // is the common case; past maxAdamTraces the oldest is released.
 type adamCache struct {
 	mu      sync.Mutex
-	entries map[adamKey]func([]mx.Handle) []mx.Handle
-	release map[adamKey]func()
+	entries map[adamKey]compiledAdam
 	order   []adamKey
 }
 
@@ -40,10 +43,9 @@ const maxAdamTraces = 4
 // product and a sum into one FMA (NVRTC's default), a rounding apart.
 func (e *Engine) AdamStepAll(ps, gs, ms, vs []mx.Handle, c mx.AdamConstants) (newP, newM, newV []mx.Handle) {
 	n := len(ps)
-	update := e.adamUpdate(adamKey{
-		n: n, hasDecay: c.HasDecay, weightDecay: c.WeightDecay,
-		b1: c.B1, oneMinusB1: c.OneMinusB1, b2: c.B2, oneMinusB2: c.OneMinusB2, eps: c.Eps,
-	}, c)
+	traced := c
+	traced.LR, traced.Decay = 0, 0
+	update := e.adamUpdate(adamKey{n: n, c: traced})
 	lr := e.scalar(float64(c.LR), mx.Float32)
 	args := make([]mx.Handle, 0, 1+4*n)
 	args = append(args, lr)
@@ -57,24 +59,23 @@ func (e *Engine) AdamStepAll(ps, gs, ms, vs []mx.Handle, c mx.AdamConstants) (ne
 }
 
 // adamUpdate returns the compiled update for k, compiling it on first use.
-func (e *Engine) adamUpdate(k adamKey, c mx.AdamConstants) func([]mx.Handle) []mx.Handle {
+func (e *Engine) adamUpdate(k adamKey) func([]mx.Handle) []mx.Handle {
 	a := &e.adam
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if f, ok := a.entries[k]; ok {
-		return f
+		return f.update
 	}
 	if a.entries == nil {
-		a.entries, a.release = map[adamKey]func([]mx.Handle) []mx.Handle{}, map[adamKey]func(){}
+		a.entries = map[adamKey]compiledAdam{}
 	}
 	if len(a.order) >= maxAdamTraces {
 		old := a.order[0]
 		a.order = a.order[1:]
-		a.release[old]()
+		a.entries[old].release()
 		delete(a.entries, old)
-		delete(a.release, old)
 	}
-	n := k.n
+	n, c := k.n, k.c
 	body := func(in []mx.Handle) []mx.Handle {
 		lr := mx.Wrap(e, in[0])
 		out := make([]mx.Handle, 3*n)
@@ -86,8 +87,8 @@ func (e *Engine) adamUpdate(k adamKey, c mx.AdamConstants) func([]mx.Handle) []m
 		}
 		return out
 	}
-	f, release := e.Compile(body)
-	a.entries[k], a.release[k] = f, release
+	update, release := e.Compile(body)
+	a.entries[k] = compiledAdam{update, release}
 	a.order = append(a.order, k)
-	return f
+	return update
 }

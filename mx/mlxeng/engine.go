@@ -229,7 +229,7 @@ func newEngine() (*Engine, error) {
 	// to: on the H200 that moved the tiny model's float32 logits by 0.04 and LoRA
 	// gradients by 5 % from the go engine's (tolerance 2e-3). compute_dtype float32
 	// means float32, as in PyTorch (whose allow_tf32 is off by default), so TF32 is off
-	// unless the user turns it on, or asks for bfloat16 compute (session.OpenEngine turns
+	// unless the user turns it on, or asks for bfloat16 compute (session.PrepareEngine turns
 	// it on first: MLX's grouped GEMM uses tensor cores for bfloat16 only with it on).
 	if _, set := os.LookupEnv("MLX_ENABLE_TF32"); !set {
 		os.Setenv("MLX_ENABLE_TF32", "0")

@@ -245,6 +245,9 @@ func TestVersion(t *testing.T) {
 	t.Logf("MLX %s", v)
 }
 
+// launchVars are the MLX variables the engine sets when it opens, unless the user did.
+var launchVars = []string{"MLX_USE_CUDA_GRAPHS", "MLX_MAX_OPS_PER_BUFFER", "MLX_ENABLE_TF32", "MLX_CUDA_GRAPH_CACHE_SIZE"}
+
 // TestLaunchDefaults: opening the engine in a process whose environment names none of
 // MLX's launch variables sets the engine's choices (CUDA graphs off, 20 ops a buffer,
 // TF32 off, a large graph cache), and a value the user set is kept. The engine is opened
@@ -254,7 +257,6 @@ func TestLaunchDefaults(t *testing.T) {
 	if runtime.GOOS == "darwin" {
 		t.Skip("Metal reads MLX_MAX_OPS_PER_BUFFER for its command buffers; the engine leaves it alone")
 	}
-	vars := []string{"MLX_USE_CUDA_GRAPHS", "MLX_MAX_OPS_PER_BUFFER", "MLX_ENABLE_TF32", "MLX_CUDA_GRAPH_CACHE_SIZE"}
 	cases := []struct {
 		name string
 		user []string // VAR=value set for the child
@@ -267,7 +269,7 @@ func TestLaunchDefaults(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			var env []string
 			for _, kv := range os.Environ() {
-				if !slices.ContainsFunc(vars, func(v string) bool { return strings.HasPrefix(kv, v+"=") }) {
+				if !slices.ContainsFunc(launchVars, func(v string) bool { return strings.HasPrefix(kv, v+"=") }) {
 					env = append(env, kv)
 				}
 			}
@@ -293,7 +295,7 @@ func TestLaunchDefaultsChild(t *testing.T) {
 	}
 	mlxEngine(t)
 	var got []string
-	for _, v := range []string{"MLX_USE_CUDA_GRAPHS", "MLX_MAX_OPS_PER_BUFFER", "MLX_ENABLE_TF32", "MLX_CUDA_GRAPH_CACHE_SIZE"} {
+	for _, v := range launchVars {
 		got = append(got, v+"="+os.Getenv(v))
 	}
 	fmt.Printf("launch: %s\n", strings.Join(got, " "))

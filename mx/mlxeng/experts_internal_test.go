@@ -9,27 +9,35 @@ import (
 	"github.com/dgtune/dgtune/mx"
 )
 
+// fusedExpertsEngine is the engine on the dequant route with the fused experts kernel
+// made (and off until a test sets fusedExperts), restored when tb ends; it skips where
+// MLX has no GPU.
+func fusedExpertsEngine(tb testing.TB) *Engine {
+	e, err := open()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if e.device != "gpu" {
+		tb.Skip("custom CUDA kernels run on a GPU only")
+	}
+	tb.Setenv(expertsEnv, "fused")
+	k, ok := newExpertsKernel(e.device)
+	if !ok {
+		tb.Fatal("could not make the fused experts kernel")
+	}
+	savedRoute, savedFused, savedKernel := e.quantized, e.fusedExperts, e.expertsKernel
+	tb.Cleanup(func() { e.quantized, e.fusedExperts, e.expertsKernel = savedRoute, savedFused, savedKernel })
+	e.quantized, e.expertsKernel = routeDequant, k
+	return e
+}
+
 // TestFusedExpertsMatchExact: on a GPU, the fused experts kernel (MLXENG_EXPERTS=fused)
 // gives x·W[e]ᵀ and its input gradient g·W[e] for rows sorted by expert — an expert with
 // no rows, one with a single row, one spanning two 32-row tiles — within bfloat16's
 // rounding of the float64 products of the same bfloat16 inputs and dequantized weights,
 // and so does the dequant route it replaces. MLX's CPU backend has no custom kernels.
 func TestFusedExpertsMatchExact(t *testing.T) {
-	e, err := open()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if e.device != "gpu" {
-		t.Skip("custom CUDA kernels run on a GPU only")
-	}
-	t.Setenv(expertsEnv, "fused")
-	k, ok := newExpertsKernel(e.device)
-	if !ok {
-		t.Fatal("could not make the fused experts kernel")
-	}
-	savedRoute, savedFused, savedKernel := e.quantized, e.fusedExperts, e.expertsKernel
-	defer func() { e.quantized, e.fusedExperts, e.expertsKernel = savedRoute, savedFused, savedKernel }()
-	e.quantized, e.expertsKernel = routeDequant, k
+	e := fusedExpertsEngine(t)
 
 	const experts, n, kd = 5, 192, 128
 	counts := []int{3, 0, 40, 1, 26} // rows of each expert, in order
@@ -105,21 +113,7 @@ func TestFusedExpertsMatchExact(t *testing.T) {
 // (x·Wᵀ) and with the input gradient (value and grad of a sum). MLX's CPU backend has no
 // custom kernels.
 func BenchmarkFusedExperts(b *testing.B) {
-	e, err := open()
-	if err != nil {
-		b.Fatal(err)
-	}
-	if e.device != "gpu" {
-		b.Skip("custom CUDA kernels run on a GPU only")
-	}
-	b.Setenv(expertsEnv, "fused")
-	k, ok := newExpertsKernel(e.device)
-	if !ok {
-		b.Fatal("could not make the fused experts kernel")
-	}
-	savedRoute, savedFused, savedKernel := e.quantized, e.fusedExperts, e.expertsKernel
-	defer func() { e.quantized, e.fusedExperts, e.expertsKernel = savedRoute, savedFused, savedKernel }()
-	e.quantized, e.expertsKernel = routeDequant, k
+	e := fusedExpertsEngine(b)
 
 	const experts, rows = 128, 3072
 	idx := make([]int32, rows)
