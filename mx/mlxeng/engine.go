@@ -177,7 +177,7 @@ type Engine struct {
 	adam adamCache
 
 	// fusedExperts: the experts' products on the dequant route go through expertsKernel
-	// (experts.go), made at open when MLXENG_EXPERTS=fused on a GPU.
+	// (experts.go), made at open on a CUDA GPU unless MLXENG_EXPERTS=dequant.
 	fusedExperts  bool
 	expertsKernel C.mlx_fast_cuda_kernel
 }

@@ -32,10 +32,14 @@ int mlxeng_experts_apply(mlx_array* res, mlx_fast_cuda_kernel k, const mlx_array
 	int experts = mlx_array_dim(w, 0);
 	int nj = trans ? mlx_array_dim(w, 1) : (int)(mlx_array_dim(w, 2) * 8);
 	int shape[3] = {rows, 1, nj};
+	// Blocks per expert along the rows (grid z): as many as its 32-row tiles on average,
+	// so one expert's rows (a dense product: experts 1) still spread over the GPU.
+	int z = (rows + 32 * experts - 1) / (32 * experts);
+	if (z < 1) z = 1;
 	mlx_fast_cuda_kernel_config cfg = mlx_fast_cuda_kernel_config_new();
 	mlx_vector_array ins = mlx_vector_array_new(), outs = mlx_vector_array_new();
 	int rc = mlx_fast_cuda_kernel_config_add_output_arg(cfg, shape, 3, MLX_BFLOAT16) ||
-		mlx_fast_cuda_kernel_config_set_grid(cfg, (nj / 64) * 128, experts, 1) ||
+		mlx_fast_cuda_kernel_config_set_grid(cfg, (nj / 64) * 128, experts, z) ||
 		mlx_fast_cuda_kernel_config_set_thread_group(cfg, 128, 1, 1) ||
 		mlx_fast_cuda_kernel_config_add_template_arg_bool(cfg, "TRANS", trans != 0) ||
 		mlx_fast_cuda_kernel_config_add_template_arg_int(cfg, "NJ", nj) ||
@@ -55,30 +59,34 @@ import "C"
 
 import (
 	"os"
+	"runtime"
 	"unsafe"
 
 	"github.com/dgtune/dgtune/mx"
 	"github.com/dgtune/dgtune/mx/mlxeng/kernels"
 )
 
-// Fused experts on MLX-CUDA (MLXENG_EXPERTS=fused; off by default until it has run on a
-// GPU). On the dequant route each expert product dequantizes the layer's experts — all
-// of them, 1.5 GB of bfloat16 for the real 26B-A4B geometry — and multiplies through
-// CUTLASS's grouped GEMM, whose 256-row tiles hold ~24 rows an expert and load with
-// alignment 1: together ~60 % of the real geometry's step on the H200
+// Fused experts on MLX-CUDA, the default there (MLXENG_EXPERTS=dequant turns it off). On
+// the dequant route each expert product dequantizes the layer's experts — all of them,
+// 1.5 GB of bfloat16 for the real 26B-A4B geometry — and multiplies through CUTLASS's
+// grouped GEMM, whose 256-row tiles hold ~24 rows an expert and load with alignment 1:
+// together ~60 % of the real geometry's step on the H200
 // (bench/results/gpu-profile-real2-tf32.txt). kernels.ExpertsSource multiplies each
 // expert's sorted rows by its 4-bit weight dequantized tile by tile in shared memory, on
-// tensor cores, forward x·Wᵀ and backward g·W, without writing the weight out. Its
-// indexing is tested on a CPU emulation (package kernels); its speed and its run on a GPU
-// are not measured yet (TestFusedExpertsMatchExact, bench/gpu_run.sh ITEMS=experts).
+// tensor cores, forward x·Wᵀ and backward g·W, without writing the weight out. Its indexing
+// is tested on a CPU emulation (package kernels), its results on a GPU by
+// TestFusedExpertsMatchExact, its speed by BenchmarkFusedExperts and bench/gpu_run.sh
+// ITEMS=experts. Dense linears stay on MLX's kernels: through this kernel as one expert
+// (grid z over the rows) the real geometry's dense products took ~0.85 ms a layer
+// against ~0.45, and its tied 262144-row head 8.9 ms against 3.0 (lease 5).
 
-// expertsEnv turns the fused experts on ("fused") or off (anything else).
+// expertsEnv turns the fused experts off ("dequant"; anything else leaves them on).
 const expertsEnv = "MLXENG_EXPERTS"
 
-// newExpertsKernel returns the fused experts kernel when the environment asks for it
-// on a GPU; ok false leaves the experts on the dequant route.
+// newExpertsKernel returns the fused experts kernel on a CUDA GPU unless the
+// environment turns it off; ok false leaves the experts on the dequant route.
 func newExpertsKernel(device string) (k C.mlx_fast_cuda_kernel, ok bool) {
-	if device != "gpu" || os.Getenv(expertsEnv) != "fused" {
+	if device != "gpu" || runtime.GOOS == "darwin" || os.Getenv(expertsEnv) == "dequant" {
 		return k, false
 	}
 	src, hdr := C.CString(kernels.ExpertsSource), C.CString(kernels.ExpertsHeader)
@@ -101,3 +109,4 @@ func (e *Engine) fusesExperts(x3, wq, s, rhs *array, p mx.QuantParams, sorted bo
 	k, n, experts := x3.shape[2], wq.shape[1], wq.shape[0]
 	return k%64 == 0 && n%64 == 0 && wq.shape[2]*8 == k && experts <= 65535
 }
+

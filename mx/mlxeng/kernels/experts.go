@@ -8,21 +8,28 @@ const ExpertsHeader = "#include <mma.h>\n"
 // with W [E, NC, NJ] (the input gradient) — W 4-bit affine-quantized in groups of 64
 // (w uint32 [E, N, K/8], bfloat16 scales and biases [E, N, K/64]), rows sorted by expert
 // (idx [rows], non-decreasing). MLX declares x, w, scales, biases, idx, idx_shape and out,
-// and the template constants TRANS, NJ and NC. Launch: grid (NJ/64·128, E, 1) threads in
-// blocks of 128; NJ and NC multiples of 64.
+// and the template constants TRANS, NJ and NC. Launch: grid (NJ/64·128, E, Z) threads in
+// blocks of 128; NJ and NC multiples of 64; any Z ≥ 1 (block z takes every Z-th 32-row
+// tile of its expert's rows).
 //
 // Each block owns one expert and 64 output columns and walks that expert's rows (found
 // by binary search in idx) 32 at a time, 4 warps of 16 columns each: per 64-long slice of
-// the contraction it loads the rows' slice and dequantizes the weight's 64×64 tile into
-// shared memory — q·scale, then + bias, each rounded to bfloat16, as MLX's
-// affine_dequantize does — and multiplies on tensor cores (WMMA, bfloat16 in, float32
-// sums). The weight is read once per 32-row tile of its expert's rows and never written
-// out.
+// the contraction it stores the rows' slice and the weight's 64×64 tile, dequantized —
+// q·scale, then + bias, each rounded to bfloat16, as MLX's affine_dequantize does — into
+// shared memory and multiplies on tensor cores (WMMA, bfloat16 in, float32 sums). The
+// weight is read once per 32-row tile of its expert's rows and never written out.
+//
+// The next slice's rows, words, scales and biases are loaded into registers while the
+// tensor cores work on this one: loaded straight into shared memory, each load waited
+// for the store before it (the compiler cannot prove a generic pointer misses shared
+// memory), and the first version ran at ~30 TFLOP/s. The tile sits in shared memory as
+// the weight lies — [n][k] rows of 8-element words, one 16-byte store per word — and the
+// forward reads it as a column-major B.
 const ExpertsSource = `
   using namespace nvcuda;
   constexpr int BM = 32, BN = 64, BC = 64, PAD = 8, GS = 64;
   __shared__ __align__(32) __nv_bfloat16 As[BM][BC + PAD];
-  __shared__ __align__(32) __nv_bfloat16 Bs[BC][BN + PAD];
+  __shared__ __align__(32) __nv_bfloat16 Bt[64][64 + PAD];  // TRANS: [j][c], else [c][j]
   __shared__ __align__(32) float Cs[BM][BN + 4];
   const int R = idx_shape[0];
   const int tid = threadIdx.x;
@@ -41,59 +48,86 @@ const ExpertsSource = `
     while (a < b) { int m = (a + b) / 2; if ((int)idx[m] <= e) a = m + 1; else b = m; }
     hi = a;
   }
-  if (lo >= hi) return;
+  if (lo + (int)blockIdx.z * BM >= hi) return;
   constexpr int KLEN = TRANS ? NC : NJ;   // the weight's row length (its K)
   constexpr int NROWS = TRANS ? NJ : NC;  // the weight's rows (its N)
   constexpr int KW = KLEN / 8, KG = KLEN / GS;
   const uint32_t* we = w + (size_t)e * NROWS * KW;
   const __nv_bfloat16* se = scales + (size_t)e * NROWS * KG;
   const __nv_bfloat16* be = biases + (size_t)e * NROWS * KG;
-  for (int m0 = lo; m0 < hi; m0 += BM) {
+  // This thread's share of a slice: rows' chunks v = tid + 128·i (row v/8, columns
+  // (v%8)·8 …+7) and weight words v = tid + 128·i (tile row v/8, word v%8).
+  uint4 ra[2];
+  uint32_t rw[4];
+  __nv_bfloat16 rs[4], rb[4];
+  auto load = [&](int m0, int c0) {
+    #pragma unroll
+    for (int i = 0; i < 2; i++) {
+      const int v = tid + 128 * i, r = v / 8, c = (v % 8) * 8;
+      if (m0 + r >= hi) { ra[i] = make_uint4(0, 0, 0, 0); continue; }
+      const __nv_bfloat16* src = x + (size_t)(m0 + r) * NC + c0 + c;
+      if (x_aligned) {
+        ra[i] = *reinterpret_cast<const uint4*>(src);
+      } else {
+        uint32_t h[8];
+        #pragma unroll
+        for (int t = 0; t < 8; t++) h[t] = __bfloat16_as_ushort(src[t]);
+        ra[i] = make_uint4(h[0] | h[1] << 16, h[2] | h[3] << 16, h[4] | h[5] << 16, h[6] | h[7] << 16);
+      }
+    }
+    // The tile's rows are the weight's rows n: the block's columns (TRANS) or the slice.
+    const int nbase = TRANS ? j0 : c0, kbase = TRANS ? c0 : j0;
+    #pragma unroll
+    for (int i = 0; i < 4; i++) {
+      const int v = tid + 128 * i, n = nbase + v / 8;
+      rw[i] = we[(size_t)n * KW + kbase / 8 + v % 8];
+      rs[i] = se[(size_t)n * KG + kbase / GS];
+      rb[i] = be[(size_t)n * KG + kbase / GS];
+    }
+  };
+  auto stash = [&]() {
+    #pragma unroll
+    for (int i = 0; i < 2; i++) {
+      const int v = tid + 128 * i;
+      *reinterpret_cast<uint4*>(&As[v / 8][(v % 8) * 8]) = ra[i];
+    }
+    #pragma unroll
+    for (int i = 0; i < 4; i++) {
+      const int v = tid + 128 * i;
+      uint32_t h[8];
+      #pragma unroll
+      for (int t = 0; t < 8; t++) {
+        __nv_bfloat16 q = __float2bfloat16((float)((rw[i] >> (4 * t)) & 0xFu));
+        h[t] = __bfloat16_as_ushort(__hadd(__hmul(q, rs[i]), rb[i]));
+      }
+      *reinterpret_cast<uint4*>(&Bt[v / 8][(v % 8) * 8]) =
+          make_uint4(h[0] | h[1] << 16, h[2] | h[3] << 16, h[4] | h[5] << 16, h[6] | h[7] << 16);
+    }
+  };
+  for (int m0 = lo + (int)blockIdx.z * BM; m0 < hi; m0 += (int)gridDim.z * BM) {
     wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[2];
     wmma::fill_fragment(acc[0], 0.0f);
     wmma::fill_fragment(acc[1], 0.0f);
+    load(m0, 0);
     for (int c0 = 0; c0 < NC; c0 += BC) {
-      for (int v = tid; v < BM * BC / 8; v += 128) {
-        int r = v / (BC / 8), c = (v % (BC / 8)) * 8;
-        if (m0 + r >= hi) {
-          *reinterpret_cast<uint4*>(&As[r][c]) = make_uint4(0, 0, 0, 0);
-          continue;
-        }
-        const __nv_bfloat16* src = x + (size_t)(m0 + r) * NC + c0 + c;
-        if (x_aligned) {
-          *reinterpret_cast<uint4*>(&As[r][c]) = *reinterpret_cast<const uint4*>(src);
-        } else {
-          for (int t = 0; t < 8; t++) As[r][c + t] = src[t];
-        }
-      }
-      for (int v = tid; v < BC * BN / 8; v += 128) {
-        int c, j, n, word_at, g;
-        if (TRANS) {  // Bs[c][j] = W[e, j0 + j, c0 + c]
-          j = v / (BC / 8); c = (v % (BC / 8)) * 8;
-          n = j0 + j; word_at = (c0 + c) / 8; g = (c0 + c) / GS;
-        } else {      // Bs[c][j] = W[e, c0 + c, j0 + j]
-          c = v / (BN / 8); j = (v % (BN / 8)) * 8;
-          n = c0 + c; word_at = (j0 + j) / 8; g = (j0 + j) / GS;
-        }
-        uint32_t word = we[(size_t)n * KW + word_at];
-        __nv_bfloat16 s = se[(size_t)n * KG + g], b = be[(size_t)n * KG + g];
-        #pragma unroll
-        for (int t = 0; t < 8; t++) {
-          __nv_bfloat16 q = __float2bfloat16((float)((word >> (4 * t)) & 0xFu));
-          __nv_bfloat16 d = __hadd(__hmul(q, s), b);
-          if (TRANS) Bs[c + t][j] = d; else Bs[c][j + t] = d;
-        }
-      }
+      stash();
       __syncthreads();
+      if (c0 + BC < NC) load(m0, c0 + BC);
       #pragma unroll
       for (int kk = 0; kk < BC; kk += 16) {
-        wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::row_major> bf;
-        wmma::load_matrix_sync(bf, &Bs[kk][warp * 16], BN + PAD);
-        #pragma unroll
-        for (int mi = 0; mi < 2; mi++) {
-          wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> af;
-          wmma::load_matrix_sync(af, &As[mi * 16][kk], BC + PAD);
-          wmma::mma_sync(acc[mi], af, bf, acc[mi]);
+        wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> af[2];
+        wmma::load_matrix_sync(af[0], &As[0][kk], BC + PAD);
+        wmma::load_matrix_sync(af[1], &As[16][kk], BC + PAD);
+        if (TRANS) {  // B (k, j) = Bt[j][k]
+          wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> bf;
+          wmma::load_matrix_sync(bf, &Bt[warp * 16][kk], 64 + PAD);
+          wmma::mma_sync(acc[0], af[0], bf, acc[0]);
+          wmma::mma_sync(acc[1], af[1], bf, acc[1]);
+        } else {      // B (k, j) = Bt[k][j]
+          wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::row_major> bf;
+          wmma::load_matrix_sync(bf, &Bt[kk][warp * 16], 64 + PAD);
+          wmma::mma_sync(acc[0], af[0], bf, acc[0]);
+          wmma::mma_sync(acc[1], af[1], bf, acc[1]);
         }
       }
       __syncthreads();

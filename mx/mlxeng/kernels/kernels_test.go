@@ -20,10 +20,11 @@ void body(const __nv_bfloat16* x, const uint32_t* w, const __nv_bfloat16* scales
 %s
 }
 template <bool TRANS, int NJ, int NC>
-void launch(int experts, const __nv_bfloat16* x, const uint32_t* w, const __nv_bfloat16* s, const __nv_bfloat16* b,
+void launch(int experts, int z, const __nv_bfloat16* x, const uint32_t* w, const __nv_bfloat16* s, const __nv_bfloat16* b,
             const int32_t* idx, int rows, __nv_bfloat16* out) {
   Shape sh{};
   sh.d[0] = rows;
+  for (int bz = 0; bz < z; bz++)
   for (int by = 0; by < experts; by++)
     for (int bx = 0; bx < NJ / 64; bx++) {
       std::barrier<> bar(128);
@@ -32,7 +33,8 @@ void launch(int experts, const __nv_bfloat16* x, const uint32_t* w, const __nv_b
       for (int t = 0; t < 128; t++)
         ts.emplace_back([&, t] {
           threadIdx = {t, 0, 0};
-          blockIdx = {bx, by, 0};
+          blockIdx = {bx, by, bz};
+          gridDim = {NJ / 64, experts, z};
           body<TRANS, NJ, NC>(x, w, s, b, idx, sh, out);
         });
       for (auto& t : ts) t.join();
@@ -67,15 +69,19 @@ func TestExpertsKernelEmulated(t *testing.T) {
 		experts, n, k int
 		rows          []int // of each expert, in order
 		shift         bool  // x and g start one element off the 16-byte boundary
+		z             int   // blocks sharing an expert's 32-row tiles (grid z)
 	}{
-		{5, 192, 128, []int{3, 0, 40, 1, 26}, false},
-		{3, 64, 64, []int{1, 65, 0}, false},
-		{2, 128, 256, []int{0, 33}, false},
-		{2, 128, 256, []int{0, 33}, true},
-		{2, 2816, 704, []int{31, 33}, false}, // the real 26B-A4B geometry's down projection
+		{5, 192, 128, []int{3, 0, 40, 1, 26}, false, 1},
+		{5, 192, 128, []int{3, 0, 40, 1, 26}, false, 2},
+		{3, 64, 64, []int{1, 65, 0}, false, 1},
+		{3, 64, 64, []int{1, 65, 0}, false, 3},
+		{3, 64, 64, []int{1, 65, 0}, false, 5}, // more blocks than tiles
+		{2, 128, 256, []int{0, 33}, false, 1},
+		{2, 128, 256, []int{0, 33}, true, 1},
+		{2, 2816, 704, []int{31, 33}, false, 1}, // the real 26B-A4B geometry's down projection
 	}
 	for _, c := range cases {
-		name := fmt.Sprintf("E%d_N%d_K%d_shift%v", c.experts, c.n, c.k, c.shift)
+		name := fmt.Sprintf("E%d_N%d_K%d_shift%v_z%d", c.experts, c.n, c.k, c.shift, c.z)
 		t.Run(name, func(t *testing.T) {
 			bin := filepath.Join(dir, name)
 			build := exec.Command(cxx, "-std=c++20", "-O1", "-pthread", "-Wno-unknown-pragmas",
@@ -91,7 +97,7 @@ func TestExpertsKernelEmulated(t *testing.T) {
 				total += r
 			}
 			run := exec.Command(bin, args...)
-			run.Env = append(os.Environ(), fmt.Sprintf("EMU_SHIFT=%d", map[bool]int{false: 0, true: 1}[c.shift]))
+			run.Env = append(os.Environ(), fmt.Sprintf("EMU_SHIFT=%d", map[bool]int{false: 0, true: 1}[c.shift]), fmt.Sprintf("EMU_Z=%d", c.z))
 			out, err := run.CombinedOutput()
 			if err != nil {
 				t.Fatalf("%v\n%s", err, out)

@@ -35,8 +35,10 @@ int main(int argc, char** argv) {
     return __bfloat162float(__hadd(__hmul(__float2bfloat16(float(q)), sc[gi]), bi[gi]));
   };
   std::vector<__nv_bfloat16> y(R * N, bf(777)), dx(R * K, bf(777));
-  launch<true, N, K>(E, x, w.data(), sc.data(), bi.data(), idx.data(), R, y.data());
-  launch<false, K, N>(E, g, w.data(), sc.data(), bi.data(), idx.data(), R, dx.data());
+  // EMU_Z splits each expert's 32-row tiles over that many blocks (grid z).
+  const int z = getenv("EMU_Z") ? atoi(getenv("EMU_Z")) : 1;
+  launch<true, N, K>(E, z, x, w.data(), sc.data(), bi.data(), idx.data(), R, y.data());
+  launch<false, K, N>(E, z, g, w.data(), sc.data(), bi.data(), idx.data(), R, dx.data());
   int bad = 0;
   double maxrel = 0;
   auto check = [&](const char* what, int r, int j, double got, double want) {

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstring>
 #include <thread>
+#include <type_traits>
 #include <vector>
 struct __nv_bfloat16 { uint16_t b; };
 static inline float __bfloat162float(__nv_bfloat16 h) { uint32_t u = uint32_t(h.b) << 16; float f; memcpy(&f, &u, 4); return f; }
@@ -14,23 +15,25 @@ static inline __nv_bfloat16 __float2bfloat16(float f) {
   if ((u & 0x7fffffff) > 0x7f800000) return {uint16_t((u >> 16) | 0x40)};
   uint32_t r = 0x7fff + ((u >> 16) & 1); return {uint16_t((u + r) >> 16)};
 }
+static inline unsigned short __bfloat16_as_ushort(__nv_bfloat16 h) { return h.b; }
 static inline __nv_bfloat16 __hmul(__nv_bfloat16 a, __nv_bfloat16 b) { return __float2bfloat16(__bfloat162float(a) * __bfloat162float(b)); }
 static inline __nv_bfloat16 __hadd(__nv_bfloat16 a, __nv_bfloat16 b) { return __float2bfloat16(__bfloat162float(a) + __bfloat162float(b)); }
 struct uint4 { uint32_t x, y, z, w; };
 static inline uint4 make_uint4(uint32_t a, uint32_t b, uint32_t c, uint32_t d) { return {a, b, c, d}; }
 struct dim3e { int x, y, z; };
-thread_local dim3e threadIdx, blockIdx;
+thread_local dim3e threadIdx, blockIdx, gridDim;
 std::barrier<>* emu_bar;
 #define __syncthreads() emu_bar->arrive_and_wait()
 #define __shared__ static
 #define __align__(n) __attribute__((aligned(n)))
 namespace nvcuda { namespace wmma {
-struct matrix_a {}; struct matrix_b {}; struct accumulator {}; struct row_major {};
+struct matrix_a {}; struct matrix_b {}; struct accumulator {}; struct row_major {}; struct col_major {};
 enum layout_t { mem_row_major };
 template <class Use, int M, int N, int K, class T, class L = void> struct fragment { float v[16][16]; };
 template <class Use, int M, int N, int K, class T, class L> void fill_fragment(fragment<Use, M, N, K, T, L>& f, float x) { for (auto& r : f.v) for (auto& c : r) c = x; }
 template <class Use, int M, int N, int K, class L> void load_matrix_sync(fragment<Use, M, N, K, __nv_bfloat16, L>& f, const __nv_bfloat16* p, unsigned ld) {
-  for (int i = 0; i < 16; i++) for (int j = 0; j < 16; j++) f.v[i][j] = __bfloat162float(p[i * ld + j]); }
+  constexpr bool col = std::is_same_v<L, col_major>;  // element (i, j) at p[j·ld + i]
+  for (int i = 0; i < 16; i++) for (int j = 0; j < 16; j++) f.v[i][j] = __bfloat162float(col ? p[j * ld + i] : p[i * ld + j]); }
 template <class LA, class LB> void mma_sync(fragment<accumulator, 16, 16, 16, float>& d, const fragment<matrix_a, 16, 16, 16, __nv_bfloat16, LA>& a,
     const fragment<matrix_b, 16, 16, 16, __nv_bfloat16, LB>& b, const fragment<accumulator, 16, 16, 16, float>& c) {
   float out[16][16];
