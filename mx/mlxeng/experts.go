@@ -109,4 +109,3 @@ func (e *Engine) fusesExperts(x3, wq, s, rhs *array, p mx.QuantParams, sorted bo
 	k, n, experts := x3.shape[2], wq.shape[1], wq.shape[0]
 	return k%64 == 0 && n%64 == 0 && wq.shape[2]*8 == k && experts <= 65535
 }
-
