@@ -222,8 +222,7 @@ func chooseQuantizedRoute(device string) quantizedRoute {
 
 // dequantLinear is x·Wᵀ for a packed W [N, K] on the dequant route.
 func (e *Engine) dequantLinear(x, wq, s, b *array, p mx.QuantParams) *array {
-	half := x.dt == mx.BFloat16 || x.dt == mx.Float16
-	q := C.mlxeng_dq{gs: C.int(p.GroupSize), bits: C.int(p.Bits), kernel_fwd: cbool(half), s: e.stream}
+	q := C.mlxeng_dq{gs: C.int(p.GroupSize), bits: C.int(p.Bits), kernel_fwd: cbool(keepsQuantizedForward(x, wq, p)), s: e.stream}
 	in := vector([]mx.Handle{x, wq, s, b})
 	defer C.mlx_vector_array_free(in)
 	return e.op("quantized_matmul", func(res *C.mlx_array) C.int { return C.mlxeng_dq_apply(res, in, q) })
@@ -240,6 +239,32 @@ func (e *Engine) dequantGather(x3, wq, s, b, rhs *array, p mx.QuantParams, sorte
 	defer C.mlx_vector_array_free(in)
 	return e.op("gather_qmm", func(res *C.mlx_array) C.int { return C.mlxeng_dq_apply(res, in, q) })
 }
+
+// keepsQuantizedForward reports whether a dense product on the dequant route keeps
+// MLX's quantized_matmul forward: for bf16/f16 rows, when they are few (decoding: the
+// kernel reads the packed weight once) or the weight is huge (the tied 262,144-row head,
+// whose dequantize alone took 1.4 ms on the H200 against 1.3 ms for the whole
+// quantized product). Otherwise the weight is dequantized and multiplied by cuBLAS, as
+// the backward does: on the H200 the real geometry's dense products took 43–182 µs each
+// in qmm_sm80 at 384 rows, against 3–42 µs of dequantize and 5–20 µs of GEMM for the same
+// shapes' input gradients (bench/results/gpu-lease5.txt).
+func keepsQuantizedForward(x, wq *array, p mx.QuantParams) bool {
+	if x.dt != mx.BFloat16 && x.dt != mx.Float16 {
+		return false // MLX's fast kernels want half-precision rows; float32 is dequantized
+	}
+	rows := 1
+	for _, d := range x.shape[:len(x.shape)-1] {
+		rows *= d
+	}
+	n, k := wq.shape[0], wq.shape[1]*32/p.Bits
+	return rows < dequantForwardMinRows || n*k > dequantForwardMaxWeight
+}
+
+// Bounds of the dequantized dense forward (keepsQuantizedForward).
+const (
+	dequantForwardMinRows   = 64
+	dequantForwardMaxWeight = 1 << 26 // elements: ~23.1M for the real geometry's largest decoder linear, 738M for its head
+)
 
 func cbool(b bool) C.int {
 	if b {

@@ -28,6 +28,34 @@ func TestQuantizedRouteChoice(t *testing.T) {
 	}
 }
 
+// TestKeepsQuantizedForward: on the dequant route a dense product keeps MLX's quantized
+// forward only for half-precision rows that are few, or a weight as large as the real
+// geometry's tied head; float32 rows are always dequantized.
+func TestKeepsQuantizedForward(t *testing.T) {
+	p := mx.QuantParams{GroupSize: 64, Bits: 4}
+	for _, c := range []struct {
+		dt        mx.DType
+		xs        []int
+		n, k      int
+		keepsKern bool
+	}{
+		{mx.Float32, []int{1, 384, 2816}, 2112, 2816, false},
+		{mx.Float32, []int{1, 2816}, 2112, 2816, false},
+		{mx.BFloat16, []int{1, 384, 2816}, 2112, 2816, false},  // a decoder linear of a training step
+		{mx.BFloat16, []int{1, 384, 2816}, 8192, 2816, false},  // the largest one
+		{mx.BFloat16, []int{1, 384, 2816}, 262144, 2816, true}, // the tied head
+		{mx.Float16, []int{2, 16, 2816}, 2112, 2816, true},     // 32 rows: decoding
+		{mx.BFloat16, []int{64, 2816}, 2112, 2816, false},
+		{mx.BFloat16, []int{63, 2816}, 2112, 2816, true},
+	} {
+		x := &array{shape: c.xs, dt: c.dt}
+		wq := &array{shape: []int{c.n, c.k * p.Bits / 32}, dt: mx.Uint32}
+		if got := keepsQuantizedForward(x, wq, p); got != c.keepsKern {
+			t.Errorf("%s x %v · W [%d, %d]: keeps the quantized forward %v, want %v", c.dt, c.xs, c.n, c.k, got, c.keepsKern)
+		}
+	}
+}
+
 // TestDequantRouteMatchesKernels: on the dequant route, quantized linears and experts
 // give MLX's quantized kernels' values and input gradients (float32, where both
 // dequantize the same weights exactly), for both sorted and unsorted experts.
