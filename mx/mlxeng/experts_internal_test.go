@@ -4,6 +4,7 @@ package mlxeng
 
 import (
 	"math"
+	"runtime"
 	"testing"
 
 	"github.com/dgtune/dgtune/mx"
@@ -29,6 +30,35 @@ func fusedExpertsEngine(tb testing.TB) *Engine {
 	tb.Cleanup(func() { e.quantized, e.fusedExperts, e.expertsKernel = savedRoute, savedFused, savedKernel })
 	e.quantized, e.expertsKernel = routeDequant, k
 	return e
+}
+
+// TestExpertsKernelChoice: the fused experts kernel is never made on the CPU or with
+// MLXENG_EXPERTS=dequant, and is made by default on a CUDA GPU (that case runs where
+// the engine has one: making the kernel compiles nothing, but MLX without CUDA refuses it).
+func TestExpertsKernelChoice(t *testing.T) {
+	e, err := open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cuda := e.device == "gpu" && runtime.GOOS != "darwin"
+	for _, c := range []struct {
+		env, device string
+		want        bool
+	}{
+		{"dequant", "gpu", false},
+		{"", "cpu", false},
+		{"fused", "cpu", false},
+		{"", "gpu", true},
+		{"fused", "gpu", true},
+	} {
+		if c.want && !cuda {
+			continue
+		}
+		t.Setenv(expertsEnv, c.env)
+		if _, got := newExpertsKernel(c.device); got != c.want {
+			t.Errorf("%s=%q on %s: fused %v, want %v", expertsEnv, c.env, c.device, got, c.want)
+		}
+	}
 }
 
 // TestFusedExpertsMatchExact: on a GPU, the fused experts kernel (MLXENG_EXPERTS=fused)
