@@ -107,7 +107,7 @@ if want memory; then
   item estimate-mlx-real-2048x256-ckpt 60 $B/probe-go estimate --model $S/real-4 --prompt-len 2048 --canvas-len 256 --grad-checkpoint --backend mlx --compute-dtype bfloat16 --json
 fi
 if want experts; then
-  # The fused experts kernel (MLXENG_EXPERTS=fused, mx/mlxeng/experts.go) against the dequant route: its
+  # The fused experts kernel (the default on CUDA, mx/mlxeng/experts.go) against the dequant route: its
   # GPU test first, then the 6-layer and the full real geometry, uncompiled and compiled, each way.
   ( cd mx/mlxeng && item experts-test 300 env MLXENG_EXPERTS=fused $B/mlxeng.test -test.count=1 -test.v -test.run 'FusedExperts|DequantRoute' )
   ( cd mx/mlxeng && item experts-bench 300 $B/mlxeng.test -test.run XXX -test.bench FusedExperts -test.benchtime 20x )
