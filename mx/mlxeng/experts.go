@@ -32,8 +32,8 @@ int mlxeng_experts_apply(mlx_array* res, mlx_fast_cuda_kernel k, const mlx_array
 	int experts = mlx_array_dim(w, 0);
 	int nj = trans ? mlx_array_dim(w, 1) : (int)(mlx_array_dim(w, 2) * 8);
 	int shape[3] = {rows, 1, nj};
-	// Blocks per expert along the rows (grid z): as many as its 32-row tiles on average,
-	// so one expert's rows (a dense product: experts 1) still spread over the GPU.
+	// Blocks per expert along the rows (grid z): as many as an expert's 32-row tiles on
+	// average, so few experts with many rows each still spread over the GPU.
 	int z = (rows + 32 * experts - 1) / (32 * experts);
 	if (z < 1) z = 1;
 	mlx_fast_cuda_kernel_config cfg = mlx_fast_cuda_kernel_config_new();
@@ -76,7 +76,7 @@ import (
 // tensor cores, forward x·Wᵀ and backward g·W, without writing the weight out. Its indexing
 // is tested on a CPU emulation (package kernels), its results on a GPU by
 // TestFusedExpertsMatchExact, its speed by BenchmarkFusedExperts and bench/gpu_run.sh
-// ITEMS=experts. Dense linears stay on MLX's kernels: through this kernel as one expert
+// ITEMS=experts. Dense linears do not use it (dequant.go): through it as one expert
 // (grid z over the rows) the real geometry's dense products took ~0.85 ms a layer
 // against ~0.45, and its tied 262144-row head 8.9 ms against 3.0 (lease 5).
 
