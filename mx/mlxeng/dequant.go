@@ -182,6 +182,7 @@ import (
 	"runtime"
 
 	"github.com/dgtune/dgtune/mx"
+	"github.com/dgtune/dgtune/mx/internal/dims"
 )
 
 // Quantized products on MLX's CUDA backend. Its fast quantized kernels (qmm_sm90,
@@ -252,10 +253,7 @@ func keepsQuantizedForward(x, wq *array, p mx.QuantParams) bool {
 	if x.dt != mx.BFloat16 && x.dt != mx.Float16 {
 		return false // MLX's fast kernels want half-precision rows; float32 is dequantized
 	}
-	rows := 1
-	for _, d := range x.shape[:len(x.shape)-1] {
-		rows *= d
-	}
+	rows := dims.Numel(x.shape[:len(x.shape)-1])
 	n, k := wq.shape[0], wq.shape[1]*32/p.Bits
 	return rows < dequantForwardMinRows || n*k > dequantForwardMaxWeight
 }
