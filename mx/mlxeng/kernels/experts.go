@@ -91,17 +91,24 @@ const ExpertsSource = `
       const int v = tid + 128 * i;
       *reinterpret_cast<uint4*>(&As[v / 8][(v % 8) * 8]) = ra[i];
     }
+    // Two nibbles at a time: 0x4300 | q is the bfloat16 128 + q (exact for q < 16), so
+    // one subtraction of 128 gives both q exactly, then q·scale and + bias round per lane
+    // as the scalar __hmul/__hadd (and MLX's affine_dequantize) do.
+    const __nv_bfloat162 k128 = __float2bfloat162_rn(128.0f);
     #pragma unroll
     for (int i = 0; i < 4; i++) {
       const int v = tid + 128 * i;
-      uint32_t h[8];
+      const __nv_bfloat162 s2 = __bfloat162bfloat162(rs[i]), b2 = __bfloat162bfloat162(rb[i]);
+      uint32_t h[4];
       #pragma unroll
-      for (int t = 0; t < 8; t++) {
-        __nv_bfloat16 q = __float2bfloat16((float)((rw[i] >> (4 * t)) & 0xFu));
-        h[t] = __bfloat16_as_ushort(__hadd(__hmul(q, rs[i]), rb[i]));
+      for (int t = 0; t < 4; t++) {
+        uint32_t pair = rw[i] >> (8 * t);
+        pair = (pair & 0xFu) | ((pair & 0xF0u) << 12) | 0x43004300u;
+        __nv_bfloat162 q = __hsub2(*reinterpret_cast<const __nv_bfloat162*>(&pair), k128);
+        __nv_bfloat162 d = __hadd2(__hmul2(q, s2), b2);
+        h[t] = *reinterpret_cast<const uint32_t*>(&d);
       }
-      *reinterpret_cast<uint4*>(&Bt[v / 8][(v % 8) * 8]) =
-          make_uint4(h[0] | h[1] << 16, h[2] | h[3] << 16, h[4] | h[5] << 16, h[6] | h[7] << 16);
+      *reinterpret_cast<uint4*>(&Bt[v / 8][(v % 8) * 8]) = make_uint4(h[0], h[1], h[2], h[3]);
     }
   };
   for (int m0 = lo + (int)blockIdx.z * BM; m0 < hi; m0 += (int)gridDim.z * BM) {
