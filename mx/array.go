@@ -192,6 +192,34 @@ func Eval(arrays ...*Array) {
 	}
 }
 
+// AsyncEvaluator is the optional capability of a lazy engine to start evaluating arrays
+// without waiting for them (MLX's async_eval): the host goes on building the next graph
+// while the device computes, and a later Eval of the same arrays waits for them.
+type AsyncEvaluator interface {
+	AsyncEval(hs ...Handle)
+}
+
+// AsyncEval starts evaluating arrays and returns without waiting where the engine can
+// (AsyncEvaluator); elsewhere it is Eval.
+func AsyncEval(arrays ...*Array) {
+	var e Engine
+	hs := make([]Handle, 0, len(arrays))
+	for _, a := range arrays {
+		if a != nil {
+			e = a.e
+			hs = append(hs, a.h)
+		}
+	}
+	if e == nil {
+		return
+	}
+	if ae, ok := e.(AsyncEvaluator); ok {
+		ae.AsyncEval(hs...)
+		return
+	}
+	e.Eval(hs...)
+}
+
 // Tidy runs fn and frees every array the engine created during fn except the ones fn
 // returns (and arrays that existed before). Nest freely.
 func Tidy(e Engine, fn func() []*Array) []*Array {

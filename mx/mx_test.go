@@ -155,3 +155,19 @@ func TestFromBoolFunc(t *testing.T) {
 		t.Errorf("shape engine: fill called %v, array %v %s; want not called, [4 5] bool", called, b.Shape(), b.DType())
 	}
 }
+
+// TestAsyncEvalFallback: on an engine without async evaluation (the go engine) AsyncEval
+// is Eval; nil entries are skipped, and nothing at all is a no-op.
+func TestAsyncEvalFallback(t *testing.T) {
+	e := mxtest.Go(t)
+	if _, ok := e.(mx.AsyncEvaluator); ok {
+		t.Fatal("the go engine claims async evaluation")
+	}
+	a := mx.Add(mx.FromFloat32(e, []float32{1, 2}, 2), mx.FromFloat32(e, []float32{3, 4}, 2))
+	mx.AsyncEval(nil, a)
+	mx.AsyncEval()
+	mx.AsyncEval(nil)
+	if got := a.Float32s(); !slices.Equal(got, []float32{4, 6}) {
+		t.Errorf("AsyncEval then read: %v, want [4 6]", got)
+	}
+}

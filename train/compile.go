@@ -36,16 +36,12 @@ func (r *run) compileStep() error {
 }
 
 // compiledGrad is exampleGrad through the compiled dense step.
-func (r *run) compiledGrad(params map[string]*mx.Array, ex objective.Example, c objective.Corruption, count float64) (float64, optim.Params, error) {
+func (r *run) compiledGrad(params map[string]*mx.Array, ex objective.Example, c objective.Corruption, count float64) (*mx.Array, optim.Params, error) {
 	d, err := r.s.Objective.DenseInputs(r.s.Engine, ex, c, count)
 	if err != nil {
-		return 0, nil, err
+		return nil, nil, err
 	}
-	loss, g, err := r.compiled.Grad(params, d)
-	if err != nil {
-		return 0, nil, err
-	}
-	return loss.Item(), g, nil
+	return r.compiled.Grad(params, d)
 }
 
 // DenseStep is one example's dense loss and its gradient with respect to a trainable

@@ -33,6 +33,10 @@ func prepare(cfg config.Config, opt Options, c *cluster) (*run, error) {
 	}
 	check.WriteSummary(log)
 	r := &run{s: s, cfg: cfg, log: log, c: c, check: check, train: splits[0].pairs}
+	// Alone on a lazy engine, each step is built while the device runs the one before
+	// (inflight.go).
+	_, async := s.Engine.(mx.AsyncEvaluator)
+	r.lookahead = async && c.size == 1 && !opt.Synchronous
 	if len(splits) > 1 && splits[1].name == "valid" {
 		r.val = splits[1].pairs
 	}

@@ -39,6 +39,10 @@ type Options struct {
 	// Exit ends the process when a distributed run loses a rank while this rank may be
 	// blocked inside MLX (see cluster); nil prints err on stderr and exits with 1.
 	Exit func(err error)
+	// Synchronous waits for every step before building the next one, where the run
+	// would otherwise build it while the device computes (lookahead, inflight.go): for
+	// debugging, and for tests that compare the two.
+	Synchronous bool
 }
 
 // Result summarises a finished run.
@@ -86,11 +90,15 @@ type run struct {
 	state    *runState // where the run is: resumed, recorded and saved
 	sched    optim.Schedule
 	compiled *DenseStep // the compiled dense step (compile: true); nil when not compiled
-	train    []data.Pair
-	val      []data.Pair
-	total    int // the last step
-	reporter Reporter
-	check    *DataCheck
+	// lookahead launches steps without waiting for them (inflight.go); inFlight is the
+	// step launched and not yet settled.
+	lookahead bool
+	inFlight  *launched
+	train     []data.Pair
+	val       []data.Pair
+	total     int // the last step
+	reporter  Reporter
+	check     *DataCheck
 }
 
 // Run trains as cfg says. It returns ErrInterrupted after saving when ctx is cancelled.
@@ -183,9 +191,14 @@ func (r *run) loop(ctx context.Context) (*Result, error) {
 		}
 	}
 	pace := meter{start: time.Now()}
-	for r.state.Step < r.total {
-		step := r.state.Step + 1
+	for step := r.state.Step + 1; step <= r.total; step++ {
 		if err := r.step(ctx, step, &pace); err != nil {
+			return nil, err
+		}
+		if !r.needsSettled(ctx, step) {
+			continue // left running while the next step is built (inflight.go)
+		}
+		if err := r.settle(&pace); err != nil {
 			return nil, err
 		}
 		if r.due(step, r.cfg.StepsPerReport) {
@@ -243,6 +256,13 @@ func (r *run) interrupt(step int) error {
 		fmt.Fprintf(r.c.log, "rank %d: interrupted at step %d with the other ranks%s; rank 0 saved the checkpoint\n", r.c.rank, step, r.c.stoppedBy())
 	}
 	return ErrInterrupted
+}
+
+// needsSettled reports whether step's results are needed before the next step is built:
+// for its report, evaluation or checkpoint, as the last step, or after a signal.
+func (r *run) needsSettled(ctx context.Context, step int) bool {
+	return step == r.total || ctx.Err() != nil || r.due(step, r.cfg.StepsPerReport) ||
+		r.due(step, r.cfg.StepsPerEval) || r.due(step, r.cfg.SaveEvery)
 }
 
 // lockRun takes the lock of adapter_path, so that no other run writes there while this

@@ -2,8 +2,7 @@ package train
 
 import (
 	"context"
-	"fmt"
-	"math"
+	"slices"
 
 	"github.com/dgtune/dgtune/config"
 	"github.com/dgtune/dgtune/data"
@@ -14,85 +13,100 @@ import (
 	"github.com/dgtune/dgtune/session"
 )
 
-// step runs step number n at the schedule's learning rate — grad_accumulation_steps
-// micro-batches and one optimizer update, over every rank — and records it in the state
-// and in pace. A non-finite loss stops the run before the update.
+// step builds step number n at the schedule's learning rate — grad_accumulation_steps
+// micro-batches and one optimizer update, over every rank — and launches it. The step
+// before it, if still on the device, is settled first (settle): with lookahead the host
+// built this step's graph while the device ran that one, and this step is left running;
+// without, it is settled at once.
 func (r *run) step(ctx context.Context, n int, pace *meter) error {
 	lr := r.sched(n - 1)
 	r.opt.SetLearningRate(lr)
 	timed := r.c.timeStep()
-	loss, tokens, err := r.update(ctx, n)
+	l, err := r.update(ctx, n)
+	if serr := r.settle(pace); serr != nil {
+		return serr
+	}
 	if err != nil {
 		return err
 	}
-	timed()
-	if math.IsNaN(loss) || math.IsInf(loss, 0) {
-		return fmt.Errorf("%w at step %d (loss %v); %s", ErrNonFinite, n, loss, r.state.keptCheckpoints())
+	l.lr, l.timed = lr, timed
+	r.inFlight = l
+	if r.lookahead {
+		mx.AsyncEval(l.launch...)
+		return nil
 	}
-	r.state.record(n, lr, tokens, loss)
-	pace.add(tokens)
-	return nil
+	return r.settle(pace)
 }
 
-// update computes step n's gradient and applies it, returning the mean loss and the
-// number of tokens (prompt + canvas) processed, over every rank. Whether this rank was
-// asked to stop (ctx, a signal) travels in the step's all_sum, so that all ranks stop
-// after the same step. Everything the step creates is released when it ends except the
-// new parameters and the optimizer state (deterministic memory on engines Go's GC cannot
-// see).
-func (r *run) update(ctx context.Context, n int) (loss float64, tokens int64, err error) {
+// update builds step n: its gradient and the optimizer update, applied to the trainable
+// arrays but not evaluated. Everything the step creates is released when the step is
+// built except what the launched step holds: the new parameters, the optimizer state and
+// the examples' losses (deterministic memory on engines Go's GC cannot see).
+func (r *run) update(ctx context.Context, n int) (l *launched, err error) {
+	l = &launched{n: n}
 	mx.Tidy(r.s.Engine, func() []*mx.Array {
 		params := r.params.Params()
-		// The accumulated sums are freed once the update is evaluated.
+		// The accumulated sums are freed once the update is built (MLX keeps what the
+		// graph needs).
 		var acc optim.Accumulator
 		defer acc.Reset()
 		var grads optim.Params
-		if grads, loss, tokens, err = r.gradient(ctx, n, params, &acc); err != nil {
+		if grads, l.losses, l.lossSum, l.tokens, err = r.gradient(ctx, n, params, &acc); err != nil {
 			return nil
 		}
-		if !math.IsNaN(loss) && !math.IsInf(loss, 0) {
-			if err = r.apply(params, grads); err != nil {
-				return nil
-			}
+		if err = r.apply(params, grads); err != nil {
+			return nil
 		}
-		keep := optim.Params(r.params.Params()).Arrays()
+		l.settle = append(optim.Params(r.params.Params()).Arrays(), l.losses...)
+		l.launch = slices.Clone(l.settle)
 		for _, a := range r.opt.State() {
-			keep = append(keep, a)
+			l.launch = append(l.launch, a)
 		}
-		return keep
+		return l.launch
 	})
-	return loss, tokens, err
+	return l, err
 }
 
-// gradient is step n's gradient, mean loss and token count, summed over the ranks: its
-// micro-batches are drawn first (each rank needs the global counts to weight its share),
-// then each micro-batch's gradient is accumulated, then one all_sum adds up the ranks'.
-func (r *run) gradient(ctx context.Context, n int, params optim.Params, acc *optim.Accumulator) (optim.Params, float64, int64, error) {
+// gradient is step n's gradient, the examples' loss shares and the token count, summed
+// over the ranks: its micro-batches are drawn first (each rank needs the global counts to
+// weight its share), then each micro-batch's gradient is accumulated, then one all_sum adds
+// up the ranks'. Alone, the loss shares stay arrays (losses), read when the step is
+// settled; distributed, they travel in the all_sum as a host sum (lossSum).
+func (r *run) gradient(ctx context.Context, n int, params optim.Params, acc *optim.Accumulator) (grads optim.Params, losses []*mx.Array, lossSum float64, tokens int64, err error) {
 	micros, counts, tokens := r.drawStep(n)
-	counts, err := r.c.sumHost(r.s.Engine, counts)
-	if err != nil {
-		return nil, 0, 0, err
+	if counts, err = r.c.sumHost(r.s.Engine, counts); err != nil {
+		return nil, nil, 0, 0, err
 	}
 	counts = shareDenominators(counts, r.cfg.LossNormalization)
-	grads, lossSum, err := r.accumulate(acc, n, params, micros, counts)
-	if err != nil {
-		return nil, 0, 0, err
+	if grads, losses, err = r.accumulate(acc, n, params, micros, counts); err != nil {
+		return nil, nil, 0, 0, err
 	}
-	grads, lossSum, tokens, err = r.c.sumStep(r.s.Engine, grads, lossSum, tokens, ctx.Err() != nil)
-	if err != nil {
-		return nil, 0, 0, err
+	if r.c.size == 1 {
+		return grads, losses, 0, tokens, nil
 	}
-	return grads, lossSum / float64(r.cfg.GradAccumulationSteps), tokens, nil
+	grads, lossSum, tokens, err = r.c.sumStep(r.s.Engine, grads, hostSum(losses), tokens, ctx.Err() != nil)
+	if err != nil {
+		return nil, nil, 0, 0, err
+	}
+	return grads, nil, lossSum, tokens, nil
 }
 
-// apply clips the gradient (grad_clip) and takes one optimizer step from params.
+// hostSum adds the arrays' values in order in float64, as the loss shares always were.
+func hostSum(xs []*mx.Array) float64 {
+	var s float64
+	for _, x := range xs {
+		s += x.Item()
+	}
+	return s
+}
+
+// apply clips the gradient (grad_clip) and builds one optimizer step from params,
+// installing the new (unevaluated) parameters.
 func (r *run) apply(params, grads optim.Params) error {
 	if r.cfg.GradClip > 0 {
 		grads, _ = optim.ClipGradNorm(grads, r.cfg.GradClip)
 	}
-	updated := r.opt.Update(params, grads)
-	mx.Eval(updated.Arrays()...)
-	return r.params.SetParams(updated)
+	return r.params.SetParams(r.opt.Update(params, grads))
 }
 
 // drawStep draws the batches of step n's micro-batches and their noise (see
@@ -116,8 +130,8 @@ func (r *run) drawStep(n int) ([]microBatch, []float64, int64) {
 // accumulate is the mean over micro-batches of their gradients (each the sum of its
 // examples' share gradients, given the step's denominators), through acc, and the sum of
 // the examples' loss shares.
-func (r *run) accumulate(acc *optim.Accumulator, n int, params optim.Params, micros []microBatch, counts []float64) (optim.Params, float64, error) {
-	var lossSum float64
+func (r *run) accumulate(acc *optim.Accumulator, n int, params optim.Params, micros []microBatch, counts []float64) (optim.Params, []*mx.Array, error) {
+	var losses []*mx.Array
 	for m, mb := range micros {
 		if len(mb.examples) == 0 {
 			// A short last batch of an epoch can leave a rank without examples: it adds
@@ -127,7 +141,7 @@ func (r *run) accumulate(acc *optim.Accumulator, n int, params optim.Params, mic
 				zeros[name] = mx.ZerosLike(params[name])
 			}
 			if err := acc.Add(zeros); err != nil {
-				return nil, 0, err
+				return nil, nil, err
 			}
 			continue
 		}
@@ -138,7 +152,7 @@ func (r *run) accumulate(acc *optim.Accumulator, n int, params optim.Params, mic
 		for i := range mb.examples {
 			loss, g, err := r.exampleGrad(params, n, m, mb, i, counts[2*m], counts[2*m+1])
 			if err != nil {
-				return nil, 0, err
+				return nil, nil, err
 			}
 			if sum == nil {
 				sum = g
@@ -147,14 +161,14 @@ func (r *run) accumulate(acc *optim.Accumulator, n int, params optim.Params, mic
 					sum[name] = mx.Add(sum[name], a)
 				}
 			}
-			lossSum += loss
+			losses = append(losses, loss)
 		}
 		if err := acc.Add(sum); err != nil {
-			return nil, 0, err
+			return nil, nil, err
 		}
 	}
 	grads, err := acc.Average()
-	return grads, lossSum, err
+	return grads, losses, err
 }
 
 // exampleGrad is the loss share of example i of micro-batch m (its terms over the global
@@ -162,7 +176,7 @@ func (r *run) accumulate(acc *optim.Accumulator, n int, params optim.Params, mic
 // inside the gradient pass (validation runs without it), with masks keyed by (seed, step,
 // micro-batch, example) so a resumed run, and a run split over any number of ranks,
 // replays them.
-func (r *run) exampleGrad(params map[string]*mx.Array, step, m int, mb microBatch, i int, count, encCount float64) (float64, optim.Params, error) {
+func (r *run) exampleGrad(params map[string]*mx.Array, step, m int, mb microBatch, i int, count, encCount float64) (*mx.Array, optim.Params, error) {
 	e := r.s.Engine
 	adapter, dropout := r.params.(*lora.Adapter)
 	dropout = dropout && r.cfg.LoRAParameters.Dropout > 0
@@ -180,9 +194,9 @@ func (r *run) exampleGrad(params map[string]*mx.Array, step, m int, mb microBatc
 		adapter.SetTraining(nil)
 	}
 	if err != nil {
-		return 0, nil, err
+		return nil, nil, err
 	}
-	return loss.Item(), g, nil
+	return loss, g, nil
 }
 
 // microBatch is this rank's share of one micro-batch: the examples, their noise and

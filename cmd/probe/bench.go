@@ -38,9 +38,12 @@ type BenchResult struct {
 	Threads         int     `json:"threads"`
 	ComputeDType    string  `json:"compute_dtype"`
 	Compiled        bool    `json:"compiled"`
+	// Lookahead: each step's graph was built while the device ran the previous step.
+	Lookahead bool `json:"lookahead,omitempty"`
 	// GraphMsPerStep is the part of a step spent before its one evaluation: drawing the
 	// noise and building the forward, backward and update graphs (on the mlx engine the
-	// rest is MLX running them; on the go engine the work happens while building).
+	// rest is MLX running them, and with lookahead the device runs the previous step
+	// meanwhile; on the go engine the work happens while building).
 	GraphMsPerStep float64 `json:"graph_ms_per_step"`
 	// LoadSeconds is the time to open the engine and load the checkpoint (to arrays the
 	// engine holds, evaluated by the warm-up step at the latest).
@@ -61,7 +64,7 @@ func benchCommand() *cobra.Command {
 	var modelDir, backend, cpuProfile, computeDType string
 	var memoryLimitGB float64
 	var promptLen, canvasLen, steps, rank, warmup int
-	var asJSON, gradCheckpoint, compileStep bool
+	var asJSON, gradCheckpoint, compileStep, synchronous bool
 	cmd := &cobra.Command{
 		Use:   "bench --model DIR --prompt-len N --canvas-len L --steps S [--backend go|mlx] [--rank R] [--grad-checkpoint] --json",
 		Short: "Time LoRA training steps (forward, backward through encoder and decoder, AdamW update)",
@@ -116,6 +119,11 @@ func benchCommand() *cobra.Command {
 				defer compiled.Release()
 			}
 			var graphTime time.Duration
+			// As train does alone (train/inflight.go), a lazy engine builds each step while
+			// the device runs the one before; inFlight is the updated parameters of that one.
+			_, async := e.(mx.AsyncEvaluator)
+			lookahead := async && !synchronous
+			var inFlight []*mx.Array
 			stepOnce := func(i int) error {
 				began := time.Now()
 				c := obj.Draw(mx.Key(e, uint64(i)), ex.Target, vocab)
@@ -141,8 +149,21 @@ func benchCommand() *cobra.Command {
 				}
 				updated := opt.Update(params, g)
 				graphTime += time.Since(began)
-				mx.Eval(updated.Arrays()...)
+				if !lookahead {
+					mx.Eval(updated.Arrays()...)
+					return a.SetParams(updated)
+				}
+				// This step's graph was built while the device ran the previous one; wait
+				// for that one before launching this, so one step's buffers are live at a time.
+				mx.Eval(inFlight...)
+				inFlight = updated.Arrays()
+				mx.AsyncEval(inFlight...)
 				return a.SetParams(updated)
+			}
+			// finish waits for the step still on the device (lookahead).
+			finish := func() {
+				mx.Eval(inFlight...)
+				inFlight = nil
 			}
 			loadSeconds := time.Since(loadStart).Seconds()
 			warmStart := time.Now()
@@ -156,6 +177,7 @@ func benchCommand() *cobra.Command {
 					return err
 				}
 			}
+			finish()
 			warmupSeconds := time.Since(warmStart).Seconds()
 			if cpuProfile != "" {
 				f, err := os.Create(cpuProfile)
@@ -185,6 +207,7 @@ func benchCommand() *cobra.Command {
 					return err
 				}
 			}
+			finish()
 			el := time.Since(start).Seconds()
 			cpu := cpuSeconds() - cpu0
 			var n int64
@@ -196,7 +219,7 @@ func benchCommand() *cobra.Command {
 				PeakRSSBytes: sysmem.PeakRSS(), TrainableParams: n, Backend: e.Name(),
 				PromptLen: promptLen, CanvasLen: canvasLen, Steps: steps, Rank: rank,
 				GradCheckpoint: gradCheckpoint, Threads: runtime.GOMAXPROCS(0), CPUMsPerStep: 1000 * cpu / float64(steps),
-				ComputeDType: dt.String(), Compiled: compileStep, GraphMsPerStep: 1000 * graphTime.Seconds() / float64(steps),
+				ComputeDType: dt.String(), Compiled: compileStep, Lookahead: lookahead, GraphMsPerStep: 1000 * graphTime.Seconds() / float64(steps),
 				LoadSeconds: loadSeconds, WarmupSeconds: warmupSeconds,
 			}
 			if d, ok := mx.Device(e); ok {
@@ -233,6 +256,7 @@ func benchCommand() *cobra.Command {
 	f.BoolVar(&asJSON, "json", false, "print one JSON object")
 	f.BoolVar(&gradCheckpoint, "grad-checkpoint", false, "recompute each layer in the backward pass (config grad_checkpoint)")
 	f.BoolVar(&compileStep, "compile", false, "compile the loss and gradient (mlx engine: mlx_compile; the go engine runs it as is)")
+	f.BoolVar(&synchronous, "synchronous", false, "wait for each step before building the next (by default the mlx engine builds it while the device runs the previous one, as train does)")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the timed steps to this file")
 	f.StringVar(&computeDType, "compute-dtype", "float32", "float32, or bfloat16 (mlx engine; config compute_dtype)")
 	f.Float64Var(&memoryLimitGB, "memory-limit-gb", 0, "mlx engine allocator limit in GiB (0 = the engine's default; config memory_limit_gb)")

@@ -178,6 +178,7 @@ static int mlxeng_dq_apply(mlx_array* res, const mlx_vector_array in, mlxeng_dq 
 import "C"
 
 import (
+	"math"
 	"os"
 	"runtime"
 
@@ -223,7 +224,7 @@ func chooseQuantizedRoute(device string) quantizedRoute {
 
 // dequantLinear is x·Wᵀ for a packed W [N, K] on the dequant route.
 func (e *Engine) dequantLinear(x, wq, s, b *array, p mx.QuantParams) *array {
-	q := C.mlxeng_dq{gs: C.int(p.GroupSize), bits: C.int(p.Bits), kernel_fwd: cbool(keepsQuantizedForward(x, wq, p)), s: e.stream}
+	q := C.mlxeng_dq{gs: C.int(p.GroupSize), bits: C.int(p.Bits), kernel_fwd: cbool(keepsQuantizedForward(x, wq, p, e.denseForwardMaxWeight)), s: e.stream}
 	in := vector([]mx.Handle{x, wq, s, b})
 	defer C.mlx_vector_array_free(in)
 	return e.op("quantized_matmul", func(res *C.mlx_array) C.int { return C.mlxeng_dq_apply(res, in, q) })
@@ -249,13 +250,13 @@ func (e *Engine) dequantGather(x3, wq, s, b, rhs *array, p mx.QuantParams, sorte
 // the backward does: on the H200 the real geometry's dense products took 43–182 µs each
 // in qmm_sm80 at 384 rows, against 3–42 µs of dequantize and 5–20 µs of GEMM for the same
 // shapes' input gradients (bench/results/gpu-lease5.txt).
-func keepsQuantizedForward(x, wq *array, p mx.QuantParams) bool {
+func keepsQuantizedForward(x, wq *array, p mx.QuantParams, maxWeight int) bool {
 	if x.dt != mx.BFloat16 && x.dt != mx.Float16 {
 		return false // MLX's fast kernels want half-precision rows; float32 is dequantized
 	}
 	rows := dims.Numel(x.shape[:len(x.shape)-1])
 	n, k := wq.shape[0], wq.shape[1]*32/p.Bits
-	return rows < dequantForwardMinRows || n*k > dequantForwardMaxWeight
+	return rows < dequantForwardMinRows || n*k > maxWeight
 }
 
 // Bounds of the dequantized dense forward (keepsQuantizedForward).
@@ -263,6 +264,19 @@ const (
 	dequantForwardMinRows   = 64
 	dequantForwardMaxWeight = 1 << 26 // elements: ~23.1M for the real geometry's largest decoder linear, 738M for its head
 )
+
+// denseForwardEnv "dequant" dequantizes every dense forward of 64 rows or more, the
+// head's too (for measuring the bound above; anything else keeps it).
+const denseForwardEnv = "MLXENG_DENSE_FORWARD"
+
+// chooseDenseForwardMaxWeight is keepsQuantizedForward's weight bound: the default, or
+// none where the environment asks.
+func chooseDenseForwardMaxWeight() int {
+	if os.Getenv(denseForwardEnv) == "dequant" {
+		return math.MaxInt
+	}
+	return dequantForwardMaxWeight
+}
 
 func cbool(b bool) C.int {
 	if b {

@@ -50,7 +50,7 @@ func TestKeepsQuantizedForward(t *testing.T) {
 	} {
 		x := &array{shape: c.xs, dt: c.dt}
 		wq := &array{shape: []int{c.n, c.k * p.Bits / 32}, dt: mx.Uint32}
-		if got := keepsQuantizedForward(x, wq, p); got != c.keepsKern {
+		if got := keepsQuantizedForward(x, wq, p, dequantForwardMaxWeight); got != c.keepsKern {
 			t.Errorf("%s x %v · W [%d, %d]: keeps the quantized forward %v, want %v", c.dt, c.xs, c.n, c.k, got, c.keepsKern)
 		}
 	}

@@ -172,6 +172,8 @@ type Engine struct {
 
 	// quantized is how quantized products are computed (see dequant.go).
 	quantized quantizedRoute
+	// denseForwardMaxWeight bounds the dequantized dense forward (keepsQuantizedForward).
+	denseForwardMaxWeight int
 
 	// adam holds the compiled AdamW updates (adam.go).
 	adam adamCache
@@ -265,6 +267,7 @@ func newEngine() (*Engine, error) {
 		return nil, fmt.Errorf("mlx: open engine: %w", err)
 	}
 	e.quantized = chooseQuantizedRoute(e.device)
+	e.denseForwardMaxWeight = chooseDenseForwardMaxWeight()
 	e.expertsKernel, e.fusedExperts = newExpertsKernel(e.device)
 	if e.device == "gpu" {
 		// MLX's own limit is 95 % of the card; start well inside it (callers may set

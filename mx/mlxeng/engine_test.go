@@ -300,3 +300,26 @@ func TestLaunchDefaultsChild(t *testing.T) {
 	}
 	fmt.Printf("launch: %s\n", strings.Join(got, " "))
 }
+
+// TestAsyncEval: the mlx engine starts evaluating without waiting, and a later Eval (or
+// read) of the same arrays gives their values, as does building on them in between.
+func TestAsyncEval(t *testing.T) {
+	e, err := mx.Open("mlx")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := e.(mx.AsyncEvaluator); !ok {
+		t.Fatal("the mlx engine lacks AsyncEval")
+	}
+	x := mx.FromFloat32(e, []float32{1, 2, 3}, 3)
+	y := mx.Multiply(x, x)
+	mx.AsyncEval(y)
+	z := mx.Add(y, x) // built while y may still be computing
+	mx.Eval(y)
+	if got := y.Float32s(); !slices.Equal(got, []float32{1, 4, 9}) {
+		t.Errorf("y = %v, want [1 4 9]", got)
+	}
+	if got := z.Float32s(); !slices.Equal(got, []float32{2, 6, 12}) {
+		t.Errorf("z = %v, want [2 6 12]", got)
+	}
+}
