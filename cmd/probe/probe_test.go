@@ -259,6 +259,10 @@ func TestBenchJSON(t *testing.T) {
 	if r["trainable_params"].(float64) != 8320 || r["backend"] != "go" {
 		t.Errorf("trainable_params %v backend %v, want 8320 go", r["trainable_params"], r["backend"])
 	}
+	// The go engine works while the graph is built: nothing to look ahead of.
+	if _, ok := r["lookahead"]; ok {
+		t.Errorf("go engine bench reports lookahead %v", r["lookahead"])
+	}
 }
 
 func TestMkdataDeterministic(t *testing.T) {
