@@ -3,6 +3,7 @@
 package mlxeng
 
 import (
+	"math"
 	"testing"
 
 	"github.com/dgtune/dgtune/mx"
@@ -192,6 +193,32 @@ func TestDequantBackwardWaitsForCotangent(t *testing.T) {
 		if long-short > 4*dequantized {
 			t.Errorf("compiled %v: 8 more layers raised the peak by %.1f MiB: dequantized weights (%.0f MiB each) outlive their products",
 				compile, float64(long-short)/(1<<20), float64(dequantized)/(1<<20))
+		}
+	}
+}
+
+// TestDenseForwardEnv: MLXENG_DENSE_FORWARD=dequant lifts the weight bound, so the tied
+// head's forward is dequantized too; any other value keeps the default.
+func TestDenseForwardEnv(t *testing.T) {
+	p := mx.QuantParams{GroupSize: 64, Bits: 4}
+	x := &array{shape: []int{1, 256, 2816}, dt: mx.BFloat16}
+	head := &array{shape: []int{262144, 2816 * 4 / 32}, dt: mx.Uint32}
+	for _, c := range []struct {
+		env       string
+		want      int
+		keepsHead bool
+	}{
+		{"", dequantForwardMaxWeight, true},
+		{"kernel", dequantForwardMaxWeight, true},
+		{"dequant", math.MaxInt, false},
+	} {
+		t.Setenv(denseForwardEnv, c.env)
+		got := chooseDenseForwardMaxWeight()
+		if got != c.want {
+			t.Errorf("%s=%q: bound %d, want %d", denseForwardEnv, c.env, got, c.want)
+		}
+		if k := keepsQuantizedForward(x, head, p, got); k != c.keepsHead {
+			t.Errorf("%s=%q: the head keeps the quantized forward %v, want %v", denseForwardEnv, c.env, k, c.keepsHead)
 		}
 	}
 }
