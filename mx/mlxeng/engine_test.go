@@ -304,10 +304,7 @@ func TestLaunchDefaultsChild(t *testing.T) {
 // TestAsyncEval: the mlx engine starts evaluating without waiting, and a later Eval (or
 // read) of the same arrays gives their values, as does building on them in between.
 func TestAsyncEval(t *testing.T) {
-	e, err := mx.Open("mlx")
-	if err != nil {
-		t.Fatal(err)
-	}
+	var e mx.Engine = mlxEngine(t)
 	if _, ok := e.(mx.AsyncEvaluator); !ok {
 		t.Fatal("the mlx engine lacks AsyncEval")
 	}
@@ -321,35 +318,5 @@ func TestAsyncEval(t *testing.T) {
 	}
 	if got := z.Float32s(); !slices.Equal(got, []float32{2, 6, 12}) {
 		t.Errorf("z = %v, want [2 6 12]", got)
-	}
-}
-
-// TestWriteDOT: the graph behind unevaluated arrays comes out as DOT with one labelled
-// node per primitive; a path that cannot be written is an error naming it.
-func TestWriteDOT(t *testing.T) {
-	e, err := mx.Open("mlx")
-	if err != nil {
-		t.Fatal(err)
-	}
-	x := mx.FromFloat32(e, []float32{1, 2, 3}, 3)
-	y := mx.Add(mx.Multiply(x, x), x)
-	path := t.TempDir() + "/g.dot"
-	eng := e.(*mlxeng.Engine)
-	if err := eng.WriteDOT(path, y.Handle()); err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dot := string(b)
-	for _, want := range []string{"digraph", `label ="Multiply"`, `label ="Add"`} {
-		if !strings.Contains(dot, want) {
-			t.Errorf("DOT lacks %q:\n%s", want, dot)
-		}
-	}
-	bad := t.TempDir() + "/missing/g.dot"
-	if err := eng.WriteDOT(bad, y.Handle()); err == nil || !strings.Contains(err.Error(), bad) {
-		t.Errorf("WriteDOT to a missing folder: %v, want an error naming it", err)
 	}
 }
