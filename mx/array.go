@@ -178,18 +178,23 @@ func Arange(e Engine, start, stop, step float64, dt DType) *Array {
 
 // Eval forces evaluation of lazy arrays (a no-op on eager engines).
 func Eval(arrays ...*Array) {
-	if len(arrays) == 0 {
-		return
+	if e, hs := nonNilHandles(arrays); e != nil {
+		e.Eval(hs...)
 	}
+}
+
+// nonNilHandles is the non-nil arrays' handles (handles' for lists that may hold nil)
+// and their engine, nil when there are none.
+func nonNilHandles(arrays []*Array) (Engine, []Handle) {
+	var e Engine
 	hs := make([]Handle, 0, len(arrays))
 	for _, a := range arrays {
 		if a != nil {
+			e = a.e
 			hs = append(hs, a.h)
 		}
 	}
-	if len(hs) > 0 {
-		arrays[0].e.Eval(hs...)
-	}
+	return e, hs
 }
 
 // AsyncEvaluator is the optional capability of a lazy engine to start evaluating arrays
@@ -202,14 +207,7 @@ type AsyncEvaluator interface {
 // AsyncEval starts evaluating arrays and returns without waiting where the engine can
 // (AsyncEvaluator); elsewhere it is Eval.
 func AsyncEval(arrays ...*Array) {
-	var e Engine
-	hs := make([]Handle, 0, len(arrays))
-	for _, a := range arrays {
-		if a != nil {
-			e = a.e
-			hs = append(hs, a.h)
-		}
-	}
+	e, hs := nonNilHandles(arrays)
 	if e == nil {
 		return
 	}

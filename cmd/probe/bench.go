@@ -149,15 +149,15 @@ func benchCommand() *cobra.Command {
 				}
 				updated := opt.Update(params, g)
 				graphTime += time.Since(began)
-				if !lookahead {
+				if lookahead {
+					// This step's graph was built while the device ran the previous one; wait for
+					// that one before launching this, so one step's buffers are live at a time.
+					mx.Eval(inFlight...)
+					inFlight = updated.Arrays()
+					mx.AsyncEval(inFlight...)
+				} else {
 					mx.Eval(updated.Arrays()...)
-					return a.SetParams(updated)
 				}
-				// This step's graph was built while the device ran the previous one; wait
-				// for that one before launching this, so one step's buffers are live at a time.
-				mx.Eval(inFlight...)
-				inFlight = updated.Arrays()
-				mx.AsyncEval(inFlight...)
 				return a.SetParams(updated)
 			}
 			// finish waits for the step still on the device (lookahead).
