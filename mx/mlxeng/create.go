@@ -112,7 +112,7 @@ func (e *Engine) Full(shape []int, value float64, dt mx.DType) mx.Handle {
 	defer e.free(s)
 	cs := cints(shape)
 	return e.op("full", func(res *C.mlx_array) C.int {
-		return C.mlx_full(res, ptr(cs), C.size_t(len(cs)), s.c, toMLX(dt), e.stream)
+		return C.mlx_full(res, ptr(cs), C.size_t(len(cs)), s.c, toMLX(dt), e.streamFor(dt))
 	})
 }
 

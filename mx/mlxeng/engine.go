@@ -112,8 +112,8 @@ static int mlxeng_gpu_available(void) {
 }
 
 // mlxeng_make_home runs on the engine's home thread, once: it picks the device and
-// makes the engine's stream there.
-static int mlxeng_make_home(int gpu, mlx_stream* s) {
+// makes the engine's stream there, and on a GPU the CPU stream float64 arrays use.
+static int mlxeng_make_home(int gpu, mlx_stream* s, mlx_stream* host) {
 	mlx_device d = mlx_device_new_type(gpu ? MLX_GPU : MLX_CPU, 0);
 	int rc = mlx_set_default_device(d);
 	mlx_device_free(d);
@@ -121,7 +121,8 @@ static int mlxeng_make_home(int gpu, mlx_stream* s) {
 		return rc;
 	}
 	*s = gpu ? mlx_default_gpu_stream_new() : mlx_default_cpu_stream_new();
-	if (s->ctx == NULL) {
+	*host = gpu ? mlx_default_cpu_stream_new() : *s;
+	if (s->ctx == NULL || host->ctx == NULL) {
 		return 1;
 	}
 	mlxeng_stream = *s;
@@ -157,8 +158,11 @@ func (e *Error) Error() string { return "mlx: " + e.Op + ": " + e.Msg }
 // of the process.
 type Engine struct {
 	stream C.mlx_stream
-	device string
-	home   chan func() // work for the home thread, which owns the stream's encoder
+	// f64Stream is the stream of float64 arrays: MLX's CPU stream on a GPU, which has no
+	// float64 kernels (neither Metal nor MLX-CUDA), else stream.
+	f64Stream C.mlx_stream
+	device    string
+	home      chan func() // work for the home thread, which owns the stream's encoder
 
 	mu      sync.Mutex // guards scopes and pending
 	scopes  [][]*array // arrays created in each open Tidy scope, innermost last
@@ -261,7 +265,7 @@ func newEngine() (*Engine, error) {
 	}
 	started := make(chan error, 1)
 	go e.serve(func() error {
-		return e.try("select device", func() C.int { return C.mlxeng_make_home(g, &e.stream) })
+		return e.try("select device", func() C.int { return C.mlxeng_make_home(g, &e.stream, &e.f64Stream) })
 	}, started)
 	if err := <-started; err != nil {
 		return nil, fmt.Errorf("mlx: open engine: %w", err)
@@ -552,6 +556,18 @@ func (e *Engine) MemoryStats() (mx.MemoryStats, error) {
 	return mx.MemoryStats{Active: int64(active), Peak: int64(peak), Cache: int64(cache)}, nil
 }
 
+// streamFor is the stream of an op that makes or reads arrays of these dtypes: the
+// float64 stream if any is float64, else the engine's. Only creation, casts and reads
+// take it: float64 arithmetic on a GPU engine fails in MLX, as in MLX itself.
+func (e *Engine) streamFor(dts ...mx.DType) C.mlx_stream {
+	for _, dt := range dts {
+		if dt == mx.Float64 {
+			return e.f64Stream
+		}
+	}
+	return e.stream
+}
+
 // closure makes the mlx_closure whose payload is the cgo handle id.
 func closure(id uintptr) C.mlx_closure { return C.mlxeng_closure(C.uintptr_t(id)) }
 
@@ -561,7 +577,7 @@ func ownedClosure(id uintptr) C.mlx_closure { return C.mlxeng_owned_closure(C.ui
 // read evaluates a and copies its nbytes row-major bytes to p.
 func (e *Engine) read(a *array, p unsafe.Pointer, nbytes int) {
 	e.atHome(func() {
-		e.run("eval", func() C.int { return C.mlxeng_read(a.c, e.stream, p, C.size_t(nbytes)) })
+		e.run("eval", func() C.int { return C.mlxeng_read(a.c, e.streamFor(a.dt), p, C.size_t(nbytes)) })
 	})
 }
 

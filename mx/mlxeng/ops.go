@@ -16,7 +16,7 @@ import (
 // already matches, so callers can free both).
 func (e *Engine) astype(x *array, dt mx.DType) *array {
 	return e.op("astype", func(res *C.mlx_array) C.int {
-		return C.mlx_astype(res, x.c, toMLX(dt), e.stream)
+		return C.mlx_astype(res, x.c, toMLX(dt), e.streamFor(x.dt, dt))
 	})
 }
 
