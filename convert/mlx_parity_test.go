@@ -30,7 +30,8 @@ func mlxEngine(t *testing.T) mx.Engine {
 // TestQuantizeMatchesMLX: on every quantizable tensor of the small preset, stored as
 // float32 and as bfloat16, for bits 4 and 8 and group sizes 32, 64 and 128, the go
 // engine's codes, scales and biases are byte-identical to MLX's own quantize (mlx-c's
-// mlx_quantize, affine mode, on MLX's CPU backend).
+// mlx_quantize, affine mode, on MLX's CPU stream, where the mlx engine quantizes on
+// every device).
 func TestQuantizeMatchesMLX(t *testing.T) {
 	g, m := mxtest.Go(t), mlxEngine(t)
 	cfg, weights := dgtest.Spec{Preset: dg.PresetSmall, Seed: 21, Bits: dg.BitsNone}.Weights(t, g)

@@ -2,6 +2,7 @@ package train
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"path/filepath"
 	"testing"
@@ -35,14 +36,34 @@ func compiledAgainstUncompiled(t *testing.T, backend, bits string) {
 	if len(plain) != len(compiled) {
 		t.Fatalf("%d metrics lines uncompiled, %d compiled", len(plain), len(compiled))
 	}
+	// The bounds: the losses to 1e-4 relative, the adapters to 1e-3. On a GPU the
+	// compiled step's fused kernels contract multiply-adds the uncompiled kernels round
+	// apart, and AdamW grows that rounding step by step: its update m/√v is ±lr however
+	// small a near-zero gradient is. On the H200 the 4-bit losses agreed to 5e-8 and
+	// 1.2e-7 in steps 1 and 2 and drifted to 3e-3 by step 6, a pattern no real mismatch
+	// makes (it would start large); there the first two steps are held to 1e-6 and the
+	// rest, and the adapters, to 1e-2.
+	lossTol, laterLossTol, adapterTol := 1e-4, 1e-4, 1e-3
+	if e, err := mx.Open(backend); err == nil {
+		if d, ok := e.(interface{ Device() string }); ok && d.Device() == "gpu" {
+			lossTol, laterLossTol, adapterTol = 1e-6, 1e-2, 1e-2
+		}
+	}
+	var drift []string // relative loss differences step by step: rounding grows, a bug starts large
 	for i := range plain {
 		if (plain[i].TrainLoss == nil) != (compiled[i].TrainLoss == nil) {
 			t.Fatalf("line %d: train loss present in one run only", i)
 		}
-		if plain[i].TrainLoss != nil && math.Abs(*plain[i].TrainLoss-*compiled[i].TrainLoss) > 1e-4*math.Abs(*plain[i].TrainLoss) {
+		if plain[i].TrainLoss == nil {
+			continue
+		}
+		rel := math.Abs(*plain[i].TrainLoss-*compiled[i].TrainLoss) / math.Abs(*plain[i].TrainLoss)
+		drift = append(drift, fmt.Sprintf("%d:%.1e", plain[i].Iteration, rel))
+		if tol := map[bool]float64{true: lossTol, false: laterLossTol}[plain[i].Iteration <= 2]; rel > tol {
 			t.Errorf("step %d: train loss %v uncompiled, %v compiled", plain[i].Iteration, *plain[i].TrainLoss, *compiled[i].TrainLoss)
 		}
 	}
+	t.Logf("%s bits=%s: relative train loss differences by step %v", backend, bits, drift)
 	e := mxtest.Go(t)
 	want, _, err := mx.LoadSafetensors(e, filepath.Join(runs[false], AdapterFile))
 	if err != nil {
@@ -56,7 +77,7 @@ func compiledAgainstUncompiled(t *testing.T, backend, bits string) {
 	for n, w := range want {
 		wv, gv := w.Float32s(), got[n].Float32s()
 		for i := range wv {
-			if d := math.Abs(float64(wv[i] - gv[i])); d > 1e-3*math.Max(1, math.Abs(float64(wv[i]))) {
+			if d := math.Abs(float64(wv[i] - gv[i])); d > adapterTol*math.Max(1, math.Abs(float64(wv[i]))) {
 				t.Fatalf("%s[%d]: %v uncompiled, %v compiled", n, i, wv[i], gv[i])
 			}
 			if wv[i] != gv[i] {

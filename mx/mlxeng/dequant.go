@@ -249,14 +249,29 @@ func (e *Engine) dequantGather(x3, wq, s, b, rhs *array, p mx.QuantParams, sorte
 // quantized product). Otherwise the weight is dequantized and multiplied by cuBLAS, as
 // the backward does: on the H200 the real geometry's dense products took 43–182 µs each
 // in qmm_sm80 at 384 rows, against 3–42 µs of dequantize and 5–20 µs of GEMM for the same
-// shapes' input gradients (bench/results/gpu-lease5.txt).
+// shapes' input gradients (bench/results/gpu-lease5.txt). Rows that are one
+// quantization group are always dequantized (oneGroupRows).
 func keepsQuantizedForward(x, wq *array, p mx.QuantParams, maxWeight int) bool {
 	if x.dt != mx.BFloat16 && x.dt != mx.Float16 {
 		return false // MLX's fast kernels want half-precision rows; float32 is dequantized
 	}
-	rows := dims.Numel(x.shape[:len(x.shape)-1])
 	n, k := wq.shape[0], wq.shape[1]*32/p.Bits
+	if oneGroupRows(wq, p) {
+		return false
+	}
+	rows := dims.Numel(x.shape[:len(x.shape)-1])
 	return rows < dequantForwardMinRows || n*k > maxWeight
+}
+
+// oneGroupRows: each row of the packed weight is one quantization group (K ≤ group
+// size). MLX-CUDA v0.32.1 multiplies such weights on Hopper with its qmm_sm90 kernel,
+// which on the H200 gave wrong values (and left later kernels wrong or hanging) for N
+// not a multiple of its tile: N = 8 and 24 with K = 64
+// (TestQuantizedKernelsMatchDequantized). Only small models have such rows (the tiny
+// preset's hidden size is 64; its router has N = 4), and dequantizing K ≤ 128 columns
+// costs nothing, so the engine never gives them to MLX's kernel on CUDA.
+func oneGroupRows(wq *array, p mx.QuantParams) bool {
+	return wq.shape[len(wq.shape)-1]*32/p.Bits <= p.GroupSize
 }
 
 // Bounds of the dequantized dense forward (keepsQuantizedForward).

@@ -31,7 +31,8 @@ func TestQuantizedRouteChoice(t *testing.T) {
 
 // TestKeepsQuantizedForward: on the dequant route a dense product keeps MLX's quantized
 // forward only for half-precision rows that are few, or a weight as large as the real
-// geometry's tied head; float32 rows are always dequantized.
+// geometry's tied head; float32 rows and weights whose rows are one quantization group
+// are always dequantized.
 func TestKeepsQuantizedForward(t *testing.T) {
 	p := mx.QuantParams{GroupSize: 64, Bits: 4}
 	for _, c := range []struct {
@@ -48,6 +49,8 @@ func TestKeepsQuantizedForward(t *testing.T) {
 		{mx.Float16, []int{2, 16, 2816}, 2112, 2816, true},     // 32 rows: decoding
 		{mx.BFloat16, []int{64, 2816}, 2112, 2816, false},
 		{mx.BFloat16, []int{63, 2816}, 2112, 2816, true},
+		{mx.BFloat16, []int{3, 64}, 4, 64, false},   // one group a row: the tiny router
+		{mx.BFloat16, []int{3, 128}, 24, 128, true}, // two groups a row
 	} {
 		x := &array{shape: c.xs, dt: c.dt}
 		wq := &array{shape: []int{c.n, c.k * p.Bits / 32}, dt: mx.Uint32}

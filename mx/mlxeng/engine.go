@@ -112,7 +112,7 @@ static int mlxeng_gpu_available(void) {
 }
 
 // mlxeng_make_home runs on the engine's home thread, once: it picks the device and
-// makes the engine's stream there, and on a GPU the CPU stream float64 arrays use.
+// makes the engine's stream there, and on a GPU a CPU stream beside it.
 static int mlxeng_make_home(int gpu, mlx_stream* s, mlx_stream* host) {
 	mlx_device d = mlx_device_new_type(gpu ? MLX_GPU : MLX_CPU, 0);
 	int rc = mlx_set_default_device(d);
@@ -158,9 +158,10 @@ func (e *Error) Error() string { return "mlx: " + e.Op + ": " + e.Msg }
 // of the process.
 type Engine struct {
 	stream C.mlx_stream
-	// f64Stream is the stream of float64 arrays: MLX's CPU stream on a GPU, which has no
-	// float64 kernels (neither Metal nor MLX-CUDA), else stream.
-	f64Stream C.mlx_stream
+	// cpuStream is MLX's CPU stream: stream itself on a CPU, a second one on a GPU, for
+	// what the GPU cannot do or does differently: float64 arrays (neither Metal nor
+	// MLX-CUDA has float64 kernels) and quantize (see Quantize).
+	cpuStream C.mlx_stream
 	device    string
 	home      chan func() // work for the home thread, which owns the stream's encoder
 
@@ -265,7 +266,7 @@ func newEngine() (*Engine, error) {
 	}
 	started := make(chan error, 1)
 	go e.serve(func() error {
-		return e.try("select device", func() C.int { return C.mlxeng_make_home(g, &e.stream, &e.f64Stream) })
+		return e.try("select device", func() C.int { return C.mlxeng_make_home(g, &e.stream, &e.cpuStream) })
 	}, started)
 	if err := <-started; err != nil {
 		return nil, fmt.Errorf("mlx: open engine: %w", err)
@@ -322,6 +323,9 @@ func (e *Engine) atHome(f func()) {
 		panic(r)
 	}
 }
+
+// onCUDA: the engine runs on MLX's CUDA backend (a GPU that is not Apple's).
+func (e *Engine) onCUDA() bool { return e.device == "gpu" && runtime.GOOS != "darwin" }
 
 // Name implements mx.Engine.
 func (e *Engine) Name() string { return "mlx" }
@@ -556,13 +560,13 @@ func (e *Engine) MemoryStats() (mx.MemoryStats, error) {
 	return mx.MemoryStats{Active: int64(active), Peak: int64(peak), Cache: int64(cache)}, nil
 }
 
-// streamFor is the stream of an op that makes or reads arrays of these dtypes: the
-// float64 stream if any is float64, else the engine's. Only creation, casts and reads
-// take it: float64 arithmetic on a GPU engine fails in MLX, as in MLX itself.
+// streamFor is the stream of an op that makes or reads arrays of these dtypes:
+// cpuStream if any is float64, else the engine's. Only creation, casts and reads take
+// it: float64 arithmetic on a GPU engine fails, as in MLX itself.
 func (e *Engine) streamFor(dts ...mx.DType) C.mlx_stream {
 	for _, dt := range dts {
 		if dt == mx.Float64 {
-			return e.f64Stream
+			return e.cpuStream
 		}
 	}
 	return e.stream
