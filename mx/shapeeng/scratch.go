@@ -18,8 +18,9 @@ type packingPool struct {
 	bytes                      int64
 }
 
-// labelPacking labels the pools in the usage breakdown.
-const labelPacking = "sgemm packing buffers"
+// LabelPacking labels the pools in the usage breakdown. Pools hold them, so a heap
+// measured after a garbage collection (which empties sync.Pool) does not.
+const LabelPacking = "sgemm packing buffers"
 
 // gemm counts the scratch of one product op(A) [m, k]·op(B) [k, n] (packed: a decoded
 // quantized B): the pools grow to hold it.
@@ -32,7 +33,7 @@ func (e *Engine) gemm(m, n, k int, ta, tb, packed bool) {
 	p.workers, p.perWorker, p.shared = max(p.workers, running), max(p.perWorker, per), max(p.shared, shared)
 	bytes := 4 * int64(p.workers*p.perWorker+p.shared)
 	if grow := bytes - p.bytes; grow > 0 {
-		b := &buffer{bytes: grow, born: e.clock, label: labelPacking}
+		b := &buffer{bytes: grow, born: e.clock, label: LabelPacking}
 		a := e.newArray([]int{int(grow / 4)}, mx.Float32, b)
 		a.pinned = true
 		p.bytes = bytes

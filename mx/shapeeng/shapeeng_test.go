@@ -17,7 +17,7 @@ func zeros(e mx.Engine, shape ...int) *mx.Array {
 }
 
 // heap is u's heap without the products' packing pools (their size is sgemm's to plan).
-func heap(u shapeeng.Usage) int64 { return u.Heap - u.Label("sgemm packing buffers") }
+func heap(u shapeeng.Usage) int64 { return u.Heap - u.Label(shapeeng.LabelPacking) }
 
 // TestUntracedLifetimes: an array dies after its last use. x [1000] float32 (4000 B) → y =
 // exp x → z = exp y: while y is made x is still read (8000 B), while z is made y is
