@@ -33,11 +33,13 @@ type BenchResult struct {
 	CanvasLen       int     `json:"canvas_len"`
 	Steps           int     `json:"steps"`
 	Rank            int     `json:"rank"`
-	GradCheckpoint  bool    `json:"grad_checkpoint"`
-	CPUMsPerStep    float64 `json:"cpu_ms_per_step"`
-	Threads         int     `json:"threads"`
-	ComputeDType    string  `json:"compute_dtype"`
-	Compiled        bool    `json:"compiled"`
+	// LoRAKeys are the adapted linears of each layer when --lora-keys chose them.
+	LoRAKeys       []string `json:"lora_keys,omitempty"`
+	GradCheckpoint bool     `json:"grad_checkpoint"`
+	CPUMsPerStep   float64  `json:"cpu_ms_per_step"`
+	Threads        int      `json:"threads"`
+	ComputeDType   string   `json:"compute_dtype"`
+	Compiled       bool     `json:"compiled"`
 	// Lookahead: each step's graph was built while the device ran the previous step.
 	Lookahead bool `json:"lookahead,omitempty"`
 	// GraphMsPerStep is the part of a step spent before its one evaluation: drawing the
@@ -64,6 +66,7 @@ func benchCommand() *cobra.Command {
 	var modelDir, backend, cpuProfile, computeDType string
 	var memoryLimitGB float64
 	var promptLen, canvasLen, steps, rank, warmup int
+	var loraKeys []string
 	var asJSON, gradCheckpoint, compileStep, synchronous bool
 	cmd := &cobra.Command{
 		Use:   "bench --model DIR --prompt-len N --canvas-len L --steps S [--backend go|mlx] [--rank R] [--grad-checkpoint] --json",
@@ -92,6 +95,9 @@ func benchCommand() *cobra.Command {
 			m.GradCheckpoint = gradCheckpoint
 			lc := lora.DefaultConfig()
 			lc.Rank = rank
+			if len(loraKeys) > 0 {
+				lc.Keys = loraKeys
+			}
 			a, err := lora.Attach(m, lc, 1)
 			if err != nil {
 				return err
@@ -217,7 +223,7 @@ func benchCommand() *cobra.Command {
 			res := BenchResult{
 				TokensPerSec: float64((promptLen+canvasLen)*steps) / el, MsPerStep: 1000 * el / float64(steps),
 				PeakRSSBytes: sysmem.PeakRSS(), TrainableParams: n, Backend: e.Name(),
-				PromptLen: promptLen, CanvasLen: canvasLen, Steps: steps, Rank: rank,
+				PromptLen: promptLen, CanvasLen: canvasLen, Steps: steps, Rank: rank, LoRAKeys: loraKeys,
 				GradCheckpoint: gradCheckpoint, Threads: runtime.GOMAXPROCS(0), CPUMsPerStep: 1000 * cpu / float64(steps),
 				ComputeDType: dt.String(), Compiled: compileStep, Lookahead: lookahead, GraphMsPerStep: 1000 * graphTime.Seconds() / float64(steps),
 				LoadSeconds: loadSeconds, WarmupSeconds: warmupSeconds,
@@ -252,6 +258,7 @@ func benchCommand() *cobra.Command {
 	f.IntVar(&canvasLen, "canvas-len", 64, "canvas tokens")
 	f.IntVar(&steps, "steps", 3, "timed steps after the warm-up")
 	f.IntVar(&rank, "rank", 8, "LoRA rank")
+	f.StringSliceVar(&loraKeys, "lora-keys", nil, "adapted linears of each layer, comma-separated, e.g. self_attn.q_proj,self_attn.v_proj (config lora_parameters.keys; default: the model's default targets)")
 	f.IntVar(&warmup, "warmup", 1, "untimed steps before the timed ones")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object")
 	f.BoolVar(&gradCheckpoint, "grad-checkpoint", false, "recompute each layer in the backward pass (config grad_checkpoint)")

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
@@ -262,6 +263,31 @@ func TestBenchJSON(t *testing.T) {
 	// The go engine works while the graph is built: nothing to look ahead of.
 	if _, ok := r["lookahead"]; ok {
 		t.Errorf("go engine bench reports lookahead %v", r["lookahead"])
+	}
+}
+
+// TestBenchLoRAKeys: --lora-keys adapts only the linears named (and the JSON says
+// which); a key that is not a layer's linear is one clear error.
+func TestBenchLoRAKeys(t *testing.T) {
+	dir := t.TempDir()
+	mustProbe(t, "mkmodel", "--preset", "tiny", "--out", dir)
+	out := mustProbe(t, "bench", "--model", dir, "--prompt-len", "8", "--canvas-len", "8", "--steps", "1", "--backend", "go",
+		"--rank", "4", "--lora-keys", "self_attn.q_proj,mlp.down_proj", "--json")
+	var r struct {
+		Trainable int64    `json:"trainable_params"`
+		Keys      []string `json:"lora_keys"`
+	}
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("bench output %q is not JSON: %v", out, err)
+	}
+	// Rank 4: q 64+64 and down 128+64 in the sliding layer, q 64+128 and down 128+64 in
+	// the full one: 4·(128+192+192+192) = 2816.
+	if r.Trainable != 2816 || !slices.Equal(r.Keys, []string{"self_attn.q_proj", "mlp.down_proj"}) {
+		t.Errorf("trainable_params %d, lora_keys %v; want 2816 and [self_attn.q_proj mlp.down_proj]", r.Trainable, r.Keys)
+	}
+	_, errs, code := probe(t, "bench", "--model", dir, "--steps", "1", "--backend", "go", "--lora-keys", "self_attn.nope")
+	if code != 1 || !strings.Contains(errs, `lora key "self_attn.nope" is not a linear of a decoder layer`) || strings.Count(strings.TrimSpace(errs), "\n") != 0 {
+		t.Errorf("bad key: exit %d, stderr %q; want exit 1 and one line naming the key", code, errs)
 	}
 }
 
