@@ -265,8 +265,8 @@ func keepsQuantizedForward(x, wq *array, p mx.QuantParams, maxWeight int) bool {
 
 // oneGroupRows: each row of the packed weight is one quantization group (K ≤ group
 // size). MLX-CUDA v0.32.1 multiplies such weights on Hopper with its qmm_sm90 kernel,
-// which on the H200 gave wrong values (and left later kernels wrong or hanging) for N
-// not a multiple of its tile: N = 8 and 24 with K = 64
+// which on the H200 gave wrong values (and left later kernels wrong or hanging) for
+// both such shapes tried, N = 8 and 24 with K = 64, partial tiles of it
 // (TestQuantizedKernelsMatchDequantized). Only small models have such rows (the tiny
 // preset's hidden size is 64; its router has N = 4), and dequantizing K ≤ 128 columns
 // costs nothing, so the engine never gives them to MLX's kernel on CUDA.
