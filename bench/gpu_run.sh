@@ -10,6 +10,7 @@
 #   probe-mlx, train-mlx, eval-mlx   go build -tags mlx (against an MLX CPU build in /opt/mlx)
 #   probe-go                         CGO_ENABLED=0 go build
 #   mlxeng.test, dg.test             go test -c -tags mlx ./mx/mlxeng and ./model/diffusiongemma
+#   train.test, convert.test         the same for ./train and ./convert (parity runs them when present)
 # and the checkpoints SCRATCH/{small,bench}-{4,0} and SCRATCH/real-4 (probe mkmodel; the real one
 # ~14 GB). Each item runs in its own process under its own timeout; RESULTS/<item>.txt holds its
 # command, output and "#rc=… seconds=…"; an item already done (rc 0) is skipped, so the script can
@@ -41,10 +42,13 @@ if want smoke; then
   item tiny-forward 120 $B/probe-mlx bench --model demo/base --prompt-len 16 --canvas-len 16 --steps 3 --backend mlx --json
 fi
 if want parity; then
-  ( cd mx/mlxeng && item parity-mlxeng-tf32off 300 env MLX_ENABLE_TF32=0 $B/mlxeng.test -test.count=1 -test.v -test.skip 'Distributed' )
-  ( cd mx/mlxeng && item parity-mlxeng-tf32on 300 $B/mlxeng.test -test.count=1 -test.v -test.skip 'Distributed' -test.run 'Parity|Grad' )
-  ( cd model/diffusiongemma && item parity-model-tf32off 300 env MLX_ENABLE_TF32=0 $B/dg.test -test.count=1 -test.run 'MLX' -test.v )
-  ( cd model/diffusiongemma && item parity-model-tf32on 300 $B/dg.test -test.count=1 -test.run 'MLX' -test.v )
+  # Each of the engine's tests in its own process: a panic or a hang in MLX ends only that test.
+  for t in $(cd mx/mlxeng && $B/mlxeng.test -test.list '^Test' | grep -v Distributed); do
+    ( cd mx/mlxeng && item parity-mlxeng-$t 200 $B/mlxeng.test -test.count=1 -test.v -test.run "^$t\$" )
+  done
+  ( cd model/diffusiongemma && item parity-model 300 $B/dg.test -test.count=1 -test.v )
+  [ -x $B/train.test ] && ( cd train && item parity-train 300 $B/train.test -test.count=1 -test.v )
+  [ -x $B/convert.test ] && ( cd convert && item parity-convert 200 $B/convert.test -test.count=1 -test.v -test.run MLX )
 fi
 if want demo; then
   item demo-train-mlx 400 $B/train-mlx --config configs/tiny.yaml --backend mlx --adapter-path /tmp/dgs/tiny-mlx --overwrite
