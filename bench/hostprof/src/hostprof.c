@@ -5,7 +5,7 @@
 // every half second, so a process that exits abruptly (Go's os.Exit runs no C
 // destructors) still leaves its samples. summary.py symbolizes them.
 //
-//   gcc -O2 -shared -fPIC -o hostprof.so bench/hostprof/hostprof.c -ldl -lpthread
+//   gcc -O2 -shared -fPIC -o hostprof.so bench/hostprof/src/hostprof.c -ldl -lpthread
 //   HOSTPROF_OUT=hp.txt HOSTPROF_START=2 LD_PRELOAD=$PWD/hostprof.so probe-mlx bench ...
 //
 // HOSTPROF_START (seconds, default 2): when sampling begins. It must be after the Go

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """summary.py: where the sampled threads' CPU time goes, from hostprof.so's samples.
 
-    python3 bench/hostprof/summary.py hp.txt LIBDIR [--top 30] [--window 6] [--threads 2]
+    python3 bench/hostprof/src/summary.py hp.txt LIBDIR [--top 30] [--window 6] [--threads 2]
 
 LIBDIR holds the libraries of the machine that ran (libmlx.so: for MLX-CUDA, the packed
 prefix's lib/); addr2line names their frames, and frames of other libraries are shown
