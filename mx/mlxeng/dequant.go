@@ -180,7 +180,6 @@ import "C"
 import (
 	"math"
 	"os"
-	"runtime"
 
 	"github.com/dgtune/dgtune/mx"
 	"github.com/dgtune/dgtune/mx/internal/dims"
@@ -216,7 +215,7 @@ func chooseQuantizedRoute(device string) quantizedRoute {
 	case "dequant":
 		return routeDequant
 	}
-	if device == "gpu" && runtime.GOOS != "darwin" {
+	if isCUDA(device) {
 		return routeDequant
 	}
 	return routeKernel
@@ -255,10 +254,10 @@ func keepsQuantizedForward(x, wq *array, p mx.QuantParams, maxWeight int) bool {
 	if x.dt != mx.BFloat16 && x.dt != mx.Float16 {
 		return false // MLX's fast kernels want half-precision rows; float32 is dequantized
 	}
-	n, k := wq.shape[0], wq.shape[1]*32/p.Bits
 	if oneGroupRows(wq, p) {
 		return false
 	}
+	n, k := wq.shape[0], wq.shape[1]*32/p.Bits
 	rows := dims.Numel(x.shape[:len(x.shape)-1])
 	return rows < dequantForwardMinRows || n*k > maxWeight
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/dgtune/dgtune/mx"
+	"github.com/dgtune/dgtune/mx/internal/dims"
 )
 
 // TestQuantizedRouteChoice: dequant on a non-Apple GPU (CUDA), kernel on the CPU, and
@@ -64,24 +65,9 @@ func TestKeepsQuantizedForward(t *testing.T) {
 // give MLX's quantized kernels' values and input gradients (float32, where both
 // dequantize the same weights exactly), for both sorted and unsorted experts.
 func TestDequantRouteMatchesKernels(t *testing.T) {
-	e, err := open()
-	if err != nil {
-		t.Fatal(err)
-	}
-	saved := e.quantized
-	defer func() { e.quantized = saved }()
+	e := engineOnRoute(t, routeKernel) // each pass below sets the route it measures
 	data := func(seed uint64, shape ...int) *mx.Array {
-		n := 1
-		for _, d := range shape {
-			n *= d
-		}
-		v := make([]float32, n)
-		x := seed
-		for i := range v {
-			x = x*6364136223846793005 + 1442695040888963407
-			v[i] = float32(int64(x>>40)%2001-1000) / 1000
-		}
-		return mx.FromFloat32(e, v, shape...)
+		return mx.FromFloat32(e, lcg(seed, dims.Numel(shape)), shape...)
 	}
 	wq, s, b := mx.Quantize(data(1, 24, 64), 64, 4)
 	ewq, es, eb := mx.Quantize(data(2, 3, 16, 64), 32, 4)

@@ -324,8 +324,8 @@ func (e *Engine) atHome(f func()) {
 	}
 }
 
-// onCUDA: the engine runs on MLX's CUDA backend (a GPU that is not Apple's).
-func (e *Engine) onCUDA() bool { return e.device == "gpu" && runtime.GOOS != "darwin" }
+// isCUDA: a device of MLX's CUDA backend (a GPU that is not Apple's).
+func isCUDA(device string) bool { return device == "gpu" && runtime.GOOS != "darwin" }
 
 // Name implements mx.Engine.
 func (e *Engine) Name() string { return "mlx" }

@@ -59,7 +59,6 @@ import "C"
 
 import (
 	"os"
-	"runtime"
 	"unsafe"
 
 	"github.com/dgtune/dgtune/mx"
@@ -86,7 +85,7 @@ const expertsEnv = "MLXENG_EXPERTS"
 // newExpertsKernel returns the fused experts kernel on a CUDA GPU unless the
 // environment turns it off; ok false leaves the experts on the dequant route.
 func newExpertsKernel(device string) (k C.mlx_fast_cuda_kernel, ok bool) {
-	if device != "gpu" || runtime.GOOS == "darwin" || os.Getenv(expertsEnv) == "dequant" {
+	if !isCUDA(device) || os.Getenv(expertsEnv) == "dequant" {
 		return k, false
 	}
 	src, hdr := C.CString(kernels.ExpertsSource), C.CString(kernels.ExpertsHeader)

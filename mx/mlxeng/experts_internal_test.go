@@ -4,7 +4,6 @@ package mlxeng
 
 import (
 	"math"
-	"runtime"
 	"testing"
 
 	"github.com/dgtune/dgtune/mx"
@@ -40,7 +39,7 @@ func TestExpertsKernelChoice(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cuda := e.device == "gpu" && runtime.GOOS != "darwin"
+	cuda := isCUDA(e.device)
 	for _, c := range []struct {
 		env, device string
 		want        bool

@@ -153,7 +153,7 @@ func (e *Engine) QuantizedMatmul(hx, hw, hs, hb mx.Handle, transpose bool, p mx.
 		defer e.free(out)
 		return e.reshape(out, out.shape[1:])
 	}
-	if transpose && (e.quantized == routeDequant || e.onCUDA() && oneGroupRows(wq, p)) {
+	if transpose && (e.quantized == routeDequant || isCUDA(e.device) && oneGroupRows(wq, p)) {
 		return e.dequantLinear(x, wq, s, b, p)
 	}
 	gs, bits, mode := qargs(p)

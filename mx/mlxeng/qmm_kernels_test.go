@@ -19,13 +19,7 @@ import (
 // float32, 2⁻⁶ for bfloat16 (MLX's CPU kernel adds in bfloat16). A kernel that drops or
 // misplaces a product misses it by about |y| itself, far above either.
 func TestQuantizedKernelsMatchDequantized(t *testing.T) {
-	e, err := open()
-	if err != nil {
-		t.Fatal(err)
-	}
-	saved := e.quantized
-	defer func() { e.quantized = saved }()
-	e.quantized = routeKernel
+	e := engineOnRoute(t, routeKernel)
 	for _, dt := range []mx.DType{mx.Float32, mx.BFloat16} {
 		for _, q := range []struct{ bits, group int }{{4, 64}, {8, 64}, {4, 32}} {
 			for _, nk := range [][2]int{{24, 64}, {96, 256}} {
@@ -46,6 +40,19 @@ func TestQuantizedKernelsMatchDequantized(t *testing.T) {
 			}
 		}
 	}
+}
+
+// engineOnRoute is the engine with its quantized route set to route until the test ends.
+func engineOnRoute(t *testing.T, route quantizedRoute) *Engine {
+	t.Helper()
+	e, err := open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	saved := e.quantized
+	t.Cleanup(func() { e.quantized = saved })
+	e.quantized = route
+	return e
 }
 
 // lcg fills n values in [-1, 1] from seed, the same on every engine and device.
