@@ -15,11 +15,16 @@ typedef struct {
 	int kernel_fwd;    // linear: the forward stays quantized_matmul (bf16/f16 activations)
 	int fused;         // gather: both products through the fused experts kernel (experts.go)
 	mlx_fast_cuda_kernel experts;
+	int deq_ok;        // dequantize with the engine's kernel where it takes the weight (dequant_kernel.go)
+	mlx_fast_cuda_kernel deq;
 	mlx_stream s;
 } mlxeng_dq;
 
 int mlxeng_experts_apply(mlx_array* res, mlx_fast_cuda_kernel k, const mlx_array x, const mlx_array w,
 	const mlx_array scales, const mlx_array biases, const mlx_array idx, int trans, mlx_stream s);
+int mlxeng_dequant_apply(mlx_array* res, mlx_fast_cuda_kernel k, const mlx_array w, const mlx_array scales,
+	const mlx_array biases, int bits, int gs, mlx_stream s);
+int mlxeng_dequant_takes(const mlx_array w, const mlx_array scales, mlx_dtype dt);
 
 // mlxeng_dq_fused is the fused experts kernel on x (forward: trans 1) or the cotangent
 // (input gradient: trans 0), with the weight, its quantization and the indices of in.
@@ -38,7 +43,9 @@ static int mlxeng_dq_fused(mlx_array* res, const mlx_array x, const mlx_vector_a
 static int mlxeng_dq_weight(mlx_array* res, const mlx_vector_array in, const mlxeng_dq* q, mlx_dtype dt) {
 	mlx_array w = mlx_array_new(), sc = mlx_array_new(), b = mlx_array_new(), none = {0};
 	int rc = mlx_vector_array_get(&w, in, 1) || mlx_vector_array_get(&sc, in, 2) || mlx_vector_array_get(&b, in, 3);
-	if (rc == 0) {
+	if (rc == 0 && q->deq_ok && mlxeng_dequant_takes(w, sc, dt)) {
+		rc = mlxeng_dequant_apply(res, q->deq, w, sc, b, q->bits, q->gs, q->s);
+	} else if (rc == 0) {
 		mlx_optional_int gs = {q->gs, true}, bits = {q->bits, true};
 		mlx_optional_dtype odt = {dt, true};
 		rc = mlx_dequantize(res, w, sc, b, gs, bits, "affine", none, odt, q->s);
@@ -224,6 +231,7 @@ func chooseQuantizedRoute(device string) quantizedRoute {
 // dequantLinear is x·Wᵀ for a packed W [N, K] on the dequant route.
 func (e *Engine) dequantLinear(x, wq, s, b *array, p mx.QuantParams) *array {
 	q := C.mlxeng_dq{gs: C.int(p.GroupSize), bits: C.int(p.Bits), kernel_fwd: cbool(keepsQuantizedForward(x, wq, p, e.denseForwardMaxWeight)), s: e.stream}
+	q.deq_ok, q.deq = cbool(e.fastDequant && dequantKernelParams(p)), e.dequantKernel
 	in := vector([]mx.Handle{x, wq, s, b})
 	defer C.mlx_vector_array_free(in)
 	return e.op("quantized_matmul", func(res *C.mlx_array) C.int { return C.mlxeng_dq_apply(res, in, q) })
@@ -233,6 +241,7 @@ func (e *Engine) dequantLinear(x, wq, s, b *array, p mx.QuantParams) *array {
 // transpose on the dequant route: [rows, 1, N].
 func (e *Engine) dequantGather(x3, wq, s, b, rhs *array, p mx.QuantParams, sorted bool) *array {
 	q := C.mlxeng_dq{gs: C.int(p.GroupSize), bits: C.int(p.Bits), gather: 1, sorted: cbool(sorted), s: e.stream}
+	q.deq_ok, q.deq = cbool(e.fastDequant && dequantKernelParams(p)), e.dequantKernel
 	if e.fusesExperts(x3, wq, s, rhs, p, sorted) {
 		q.fused, q.experts = 1, e.expertsKernel
 	}

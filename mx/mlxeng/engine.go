@@ -187,6 +187,11 @@ type Engine struct {
 	// (experts.go), made at open on a CUDA GPU unless MLXENG_EXPERTS=dequant.
 	fusedExperts  bool
 	expertsKernel C.mlx_fast_cuda_kernel
+
+	// fastDequant: bfloat16 and float32 dequantizes go through dequantKernel
+	// (dequant_kernel.go), made at open on a CUDA GPU unless MLXENG_DEQUANTIZE=mlx.
+	fastDequant   bool
+	dequantKernel C.mlx_fast_cuda_kernel
 }
 
 // array is the engine's handle: one mlx_array reference plus the shape and dtype,
@@ -274,6 +279,7 @@ func newEngine() (*Engine, error) {
 	e.quantized = chooseQuantizedRoute(e.device)
 	e.denseForwardMaxWeight = chooseDenseForwardMaxWeight()
 	e.expertsKernel, e.fusedExperts = newExpertsKernel(e.device)
+	e.dequantKernel, e.fastDequant = newDequantKernel(e.device)
 	if e.device == "gpu" {
 		// MLX's own limit is 95 % of the card; start well inside it (callers may set
 		// another with mx.SetMemoryLimit).

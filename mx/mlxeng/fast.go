@@ -122,7 +122,8 @@ func (e *Engine) Quantize(h mx.Handle, p mx.QuantParams) (mx.Handle, mx.Handle, 
 	return out[0], out[1], out[2]
 }
 
-// Dequantize implements mx.Engine with mlx.dequantize; the result has the scales' dtype.
+// Dequantize implements mx.Engine with mlx.dequantize, or on CUDA with the engine's
+// kernel (dequant_kernel.go) where it takes the weight; the result has the scales' dtype.
 func (e *Engine) Dequantize(hw, hs, hb mx.Handle, p mx.QuantParams) mx.Handle {
 	wq, s, b := get(hw), get(hs), get(hb)
 	if len(wq.shape) == 1 {
@@ -133,6 +134,9 @@ func (e *Engine) Dequantize(hw, hs, hb mx.Handle, p mx.QuantParams) mx.Handle {
 		out := e.Dequantize(w2, s2, b2, p).(*array)
 		defer e.free(out)
 		return e.reshape(out, out.shape[1:])
+	}
+	if e.dequantKernelTakes(wq, s, p, s.dt) {
+		return e.kernelDequantize(wq, s, b, p)
 	}
 	gs, bits, mode := qargs(p)
 	defer C.free(unsafe.Pointer(mode))

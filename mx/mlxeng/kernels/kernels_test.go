@@ -109,3 +109,82 @@ func TestExpertsKernelEmulated(t *testing.T) {
 		})
 	}
 }
+
+// dequantizeHarness wraps DequantizeHeader and DequantizeSource in C++ function templates
+// for the emulation; emu_dequantize.cpp launches the threads one by one (the kernel has
+// no barriers).
+const dequantizeHarness = `#include "emu_prelude.h"
+%s
+template <typename T, int BITS, int GS>
+void body(const uint32_t* w, const Shape w_shape, const int w_ndim, const T* scales, const T* biases, T* out) {
+%s
+}
+`
+
+// TestDequantizeKernelEmulated runs DequantizeSource on the CPU emulation for both
+// output types, 4 and 8 bits, groups of 32, 64 and 128, 2-D and 3-D weights whose thread
+// count is not a multiple of the block, and a weight off the 16-byte boundary, against
+// the go engine's arithmetic (testdata/emu_dequantize.cpp): every value bit for bit. The
+// GPU test is mlxeng's TestDequantizeKernelMatchesGoEngine.
+func TestDequantizeKernelEmulated(t *testing.T) {
+	cxx, err := exec.LookPath("g++")
+	if err != nil {
+		t.Skip("no g++ to build the emulation")
+	}
+	dir := t.TempDir()
+	for _, f := range []string{"emu_prelude.h", "emu_dequantize.cpp"} {
+		b, err := os.ReadFile(filepath.Join("testdata", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, f), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kernel := fmt.Sprintf(dequantizeHarness, DequantizeHeader, DequantizeSource)
+	if err := os.WriteFile(filepath.Join(dir, "emu_kernel.h"), []byte(kernel), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		typ         string // T: __nv_bfloat16 or float
+		bits, group int
+		shape       []int // of the packed weight, in words
+		shift       bool
+	}{
+		{"__nv_bfloat16", 4, 64, []int{3, 32}, false},
+		{"__nv_bfloat16", 4, 32, []int{300, 4}, false}, // 300 threads: two blocks, the second partial
+		{"__nv_bfloat16", 8, 128, []int{5, 96}, false},
+		{"__nv_bfloat16", 4, 64, []int{3, 32}, true},
+		{"float", 4, 128, []int{4, 16}, false},
+		{"float", 8, 32, []int{2, 3, 16}, false},
+		{"float", 8, 64, []int{2, 3, 16}, true},
+	}
+	for _, c := range cases {
+		name := fmt.Sprintf("%s_bits%d_group%d_%v_shift%v", strings.TrimPrefix(c.typ, "__nv_"), c.bits, c.group, c.shape, c.shift)
+		t.Run(name, func(t *testing.T) {
+			bin := filepath.Join(dir, strings.NewReplacer("[", "", "]", "", " ", "x").Replace(name))
+			build := exec.Command(cxx, "-std=c++20", "-O1", "-ffp-contract=off", "-Wno-unknown-pragmas",
+				"-DT_="+c.typ, fmt.Sprintf("-DBITS_=%d", c.bits), fmt.Sprintf("-DGS_=%d", c.group),
+				filepath.Join(dir, "emu_dequantize.cpp"), "-o", bin)
+			if out, err := build.CombinedOutput(); err != nil {
+				t.Fatalf("build the emulation: %v\n%s", err, out)
+			}
+			var args []string
+			values := 32 / c.bits
+			for _, d := range c.shape {
+				args = append(args, strconv.Itoa(d))
+				values *= d
+			}
+			run := exec.Command(bin, args...)
+			run.Env = append(os.Environ(), fmt.Sprintf("EMU_SHIFT=%d", map[bool]int{false: 0, true: 1}[c.shift]))
+			out, err := run.CombinedOutput()
+			if err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+			m := regexp.MustCompile(`values (\d+) bad (\d+)`).FindStringSubmatch(string(out))
+			if m == nil || m[1] != strconv.Itoa(values) || m[2] != "0" {
+				t.Fatalf("emulation reported %q, want values %d bad 0", strings.TrimSpace(string(out)), values)
+			}
+		})
+	}
+}

@@ -1,6 +1,6 @@
-// CPU emulation of the CUDA subset the fused experts kernel uses: one block at a time, its
-// 128 threads as std::threads, __syncthreads a barrier, WMMA fragments computed whole by
-// every thread of a warp (idempotent stores).
+// CPU emulation of the CUDA subset the engine's kernels use: one block at a time, its
+// threads as std::threads, __syncthreads a barrier, WMMA fragments computed whole by
+// every thread of a warp (idempotent stores), asynchronous copies done at once.
 #include <barrier>
 #include <cmath>
 #include <cstdint>
@@ -15,6 +15,7 @@ static inline __nv_bfloat16 __float2bfloat16(float f) {
   if ((u & 0x7fffffff) > 0x7f800000) return {uint16_t((u >> 16) | 0x40)};
   uint32_t r = 0x7fff + ((u >> 16) & 1); return {uint16_t((u + r) >> 16)};
 }
+static inline __nv_bfloat16 __float2bfloat16_rn(float f) { return __float2bfloat16(f); }
 static inline unsigned short __bfloat16_as_ushort(__nv_bfloat16 h) { return h.b; }
 static inline __nv_bfloat16 __hmul(__nv_bfloat16 a, __nv_bfloat16 b) { return __float2bfloat16(__bfloat162float(a) * __bfloat162float(b)); }
 static inline __nv_bfloat16 __hadd(__nv_bfloat16 a, __nv_bfloat16 b) { return __float2bfloat16(__bfloat162float(a) + __bfloat162float(b)); }
@@ -28,7 +29,11 @@ static inline __nv_bfloat162 __hadd2(__nv_bfloat162 a, __nv_bfloat162 b) { retur
 struct uint4 { uint32_t x, y, z, w; };
 static inline uint4 make_uint4(uint32_t a, uint32_t b, uint32_t c, uint32_t d) { return {a, b, c, d}; }
 struct dim3e { int x, y, z; };
-thread_local dim3e threadIdx, blockIdx, gridDim;
+thread_local dim3e threadIdx, blockIdx, gridDim, blockDim;
+static inline float __fmul_rn(float a, float b) { volatile float p = a * b; return p; }
+static inline float __fadd_rn(float a, float b) { volatile float s = a + b; return s; }
+#define __device__
+#define __forceinline__ inline
 std::barrier<>* emu_bar;
 #define __syncthreads() emu_bar->arrive_and_wait()
 #define __shared__ static
