@@ -188,6 +188,10 @@ type Engine struct {
 	fusedExperts  bool
 	expertsKernel C.mlx_fast_cuda_kernel
 
+	// boolMasks passes boolean attention masks to MLX as they are instead of as additive
+	// ones (fast.go: additiveMask); only a test sets it, to compare the two.
+	boolMasks bool
+
 	// fastDequant: bfloat16 and float32 dequantizes go through dequantKernel
 	// (dequant_kernel.go), made at open on a CUDA GPU unless MLXENG_DEQUANTIZE=mlx.
 	fastDequant   bool

@@ -5,10 +5,24 @@ package mlxeng
 /*
 #include <stdlib.h>
 #include "mlx/c/mlx.h"
+
+// mlxeng_additive_mask is where(mask, 0, low) in dtype dt: a boolean attention mask as
+// the additive one MLX's attention adds to the scores.
+static int mlxeng_additive_mask(mlx_array* res, const mlx_array mask, float low, mlx_dtype dt, mlx_stream s) {
+	mlx_array zero = mlx_array_new_float(0), lo = mlx_array_new_float(low);
+	mlx_array z = mlx_array_new(), l = mlx_array_new();
+	int rc = mlx_astype(&z, zero, dt, s) || mlx_astype(&l, lo, dt, s) || mlx_where(res, mask, z, l, s);
+	mlx_array_free(zero);
+	mlx_array_free(lo);
+	mlx_array_free(z);
+	mlx_array_free(l);
+	return rc;
+}
 */
 import "C"
 
 import (
+	"math"
 	"slices"
 	"unsafe"
 
@@ -73,11 +87,45 @@ func (e *Engine) ScaledDotProductAttention(hq, hk, hv mx.Handle, scale float64, 
 		C.free(unsafe.Pointer(mode))
 		mode = C.CString("array")
 		mask = get(hm).c
+		if add := e.additiveMask(get(hm), mx.PromoteTypes(mx.PromoteTypes(q.dt, k.dt), v.dt)); add != nil {
+			defer e.free(add)
+			mask = add.c
+		}
 	}
 	defer C.free(unsafe.Pointer(mode))
 	var sinks C.mlx_array
 	return e.op("sdpa", func(res *C.mlx_array) C.int {
 		return C.mlx_fast_scaled_dot_product_attention(res, q.c, k.c, v.c, C.float(scale), mode, mask, sinks, e.stream)
+	})
+}
+
+// additiveMask is a boolean mask as the additive one — 0 where allowed, dt's lowest
+// finite value where not — for attention in dt (nil for another dtype: the mask is then
+// passed as it is). MLX's attention writes a boolean mask as where(mask, scores, lowest)
+// and an additive one as scores + mask: the same scores (lowest + a score rounds back to
+// lowest), so the same values, but the where's VJP is a select over every head's scores,
+// which MLX-CUDA v0.32.1 ran at ~220 µs a layer of the real 26B-A4B geometry on the H200
+// (a [1, 16, 128, 128] bfloat16 select through its strided kernel), and the add's is
+// the cotangent itself. Only a row with every key masked, outside the engines' contract
+// (the go engine gives NaN there), differs: MLX gives it uniform weights either way, but
+// the additive mask passes its scores' gradient on (TestAdditiveMaskMatchesBoolMask).
+func (e *Engine) additiveMask(m *array, dt mx.DType) *array {
+	if m.dt != mx.Bool || e.boolMasks {
+		return nil
+	}
+	var low float32
+	switch dt {
+	case mx.Float32:
+		low = -math.MaxFloat32
+	case mx.BFloat16:
+		low = math.Float32frombits(0xff7f0000) // −3.3895314e38, bfloat16's lowest
+	case mx.Float16:
+		low = -65504
+	default:
+		return nil
+	}
+	return e.op("sdpa", func(res *C.mlx_array) C.int {
+		return C.mlxeng_additive_mask(res, m.c, C.float(low), toMLX(dt), e.stream)
 	})
 }
 
