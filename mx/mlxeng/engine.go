@@ -188,6 +188,9 @@ type Engine struct {
 	fusedExperts  bool
 	expertsKernel C.mlx_fast_cuda_kernel
 
+	// rows: takes of rows through the engine's kernels on CUDA (rows.go).
+	rows rowKernels
+
 	// boolMasks passes boolean attention masks to MLX as they are instead of as additive
 	// ones (fast.go: additiveMask); only a test sets it, to compare the two.
 	boolMasks bool
@@ -284,6 +287,7 @@ func newEngine() (*Engine, error) {
 	e.denseForwardMaxWeight = chooseDenseForwardMaxWeight()
 	e.expertsKernel, e.fusedExperts = newExpertsKernel(e.device)
 	e.dequantKernel, e.fastDequant = newDequantKernel(e.device)
+	e.rows = newRowKernels(e.device)
 	if e.device == "gpu" {
 		// MLX's own limit is 95 % of the card; start well inside it (callers may set
 		// another with mx.SetMemoryLimit).

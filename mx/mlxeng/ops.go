@@ -466,6 +466,9 @@ func (e *Engine) AddMM(hc, ha, hb mx.Handle, alpha, beta float64) mx.Handle {
 // Take implements mx.Engine.
 func (e *Engine) Take(h, hi mx.Handle, axis int) mx.Handle {
 	x, idx := get(h), get(hi)
+	if e.takesRows(x, idx, axis) {
+		return e.takeRows(x, idx)
+	}
 	return e.op("take", func(res *C.mlx_array) C.int {
 		return C.mlx_take_axis(res, x.c, idx.c, C.int(axis), e.stream)
 	})

@@ -1,0 +1,195 @@
+//go:build mlx
+
+package mlxeng
+
+/*
+#include <stdlib.h>
+#include "mlx/c/mlx.h"
+
+// mlxeng_rows_kernel_new makes one of the row kernels (kernels.GatherRowsSource: inputs
+// src, idx; kernels.ScatterRowsSource: inputs g, idx) as an MLX custom CUDA kernel with
+// output out. Nothing compiles until its first use.
+mlx_fast_cuda_kernel mlxeng_rows_kernel_new(const char* name, const char* first, const char* source, const char* header) {
+	mlx_vector_string ins = mlx_vector_string_new(), outs = mlx_vector_string_new();
+	mlx_vector_string_append_value(ins, first);
+	mlx_vector_string_append_value(ins, "idx");
+	mlx_vector_string_append_value(outs, "out");
+	mlx_fast_cuda_kernel k = mlx_fast_cuda_kernel_new(name, ins, outs, source, header, true, 0);
+	mlx_vector_string_free(ins);
+	mlx_vector_string_free(outs);
+	return k;
+}
+
+// mlxeng_rows is what the take's closures need: the two kernels and the stream.
+typedef struct {
+	mlx_fast_cuda_kernel gather, scatter;
+	mlx_stream s;
+} mlxeng_rows;
+
+// mlxeng_rows_run applies kernel k (threads a block per row of m rows) to a [?, h] and
+// the flat indices idx: out [rows, h] of dtype dt, zero-filled first when zero is set,
+// with template constant R = rows when r is set.
+static int mlxeng_rows_run(mlx_array* res, mlx_fast_cuda_kernel k, const mlx_array a, const mlx_array idx,
+		int m, int threads, int rows, int h, mlx_dtype dt, int zero, int r, mlx_stream s) {
+	int shape[2] = {rows, h};
+	mlx_fast_cuda_kernel_config cfg = mlx_fast_cuda_kernel_config_new();
+	mlx_vector_array ins = mlx_vector_array_new(), outs = mlx_vector_array_new();
+	int rc = mlx_fast_cuda_kernel_config_add_output_arg(cfg, shape, 2, dt) ||
+		mlx_fast_cuda_kernel_config_set_grid(cfg, m * threads, 1, 1) ||
+		mlx_fast_cuda_kernel_config_set_thread_group(cfg, threads, 1, 1) ||
+		(zero && mlx_fast_cuda_kernel_config_set_init_value(cfg, 0)) ||
+		(r && mlx_fast_cuda_kernel_config_add_template_arg_int(cfg, "R", rows)) ||
+		mlx_vector_array_append_value(ins, a) || mlx_vector_array_append_value(ins, idx) ||
+		mlx_fast_cuda_kernel_apply(&outs, k, ins, cfg, s) ||
+		mlx_vector_array_get(res, outs, 0);
+	mlx_vector_array_free(ins);
+	mlx_vector_array_free(outs);
+	mlx_fast_cuda_kernel_config_free(cfg);
+	return rc;
+}
+
+// mlxeng_rows_forward: inputs [x [R, H], idx (flat, m)] → [x[idx]] as [m, H].
+static int mlxeng_rows_forward(mlx_vector_array* res, const mlx_vector_array in, void* payload) {
+	const mlxeng_rows* k = (const mlxeng_rows*)payload;
+	mlx_array x = mlx_array_new(), idx = mlx_array_new(), y = mlx_array_new();
+	int rc = mlx_vector_array_get(&x, in, 0) || mlx_vector_array_get(&idx, in, 1);
+	if (rc == 0) {
+		int m = (int)mlx_array_size(idx), h = mlx_array_dim(x, 1);
+		rc = mlxeng_rows_run(&y, k->gather, x, idx, m, 256, m, h, mlx_array_dtype(x), 0, 0, k->s) ||
+			mlx_vector_array_set_data(res, &y, 1);
+	}
+	mlx_array_free(x);
+	mlx_array_free(idx);
+	mlx_array_free(y);
+	return rc;
+}
+
+// mlxeng_rows_vjp: the cotangent's rows added back to the rows they were taken from
+// (zeros for the indices, which nothing asks for).
+static int mlxeng_rows_vjp(mlx_vector_array* res, const mlx_vector_array primals, const mlx_vector_array cots,
+		const mlx_vector_array outs, void* payload) {
+	const mlxeng_rows* k = (const mlxeng_rows*)payload;
+	mlx_array x = mlx_array_new(), idx = mlx_array_new(), g = mlx_array_new();
+	mlx_array grads[2] = {mlx_array_new(), mlx_array_new()};
+	int rc = mlx_vector_array_get(&x, primals, 0) || mlx_vector_array_get(&idx, primals, 1) ||
+		mlx_vector_array_get(&g, cots, 0);
+	if (rc == 0) {
+		int m = (int)mlx_array_size(idx), rows = mlx_array_dim(x, 0), h = mlx_array_dim(x, 1);
+		rc = mlxeng_rows_run(&grads[0], k->scatter, g, idx, m, 128, rows, h, mlx_array_dtype(x), 1, 1, k->s) ||
+			mlx_zeros_like(&grads[1], idx, k->s) || mlx_vector_array_set_data(res, grads, 2);
+	}
+	mlx_array_free(x);
+	mlx_array_free(idx);
+	mlx_array_free(g);
+	mlx_array_free(grads[0]);
+	mlx_array_free(grads[1]);
+	return rc;
+}
+
+// mlxeng_rows_apply is the take x[idx] (idx flat) with the kernels' VJP.
+static int mlxeng_rows_apply(mlx_array* res, const mlx_array x, const mlx_array idx, mlxeng_rows k) {
+	mlxeng_rows* pf = malloc(sizeof k);
+	mlxeng_rows* pv = malloc(sizeof k);
+	if (pf == NULL || pv == NULL) {
+		free(pf);
+		free(pv);
+		return 1;
+	}
+	*pf = k;
+	*pv = k;
+	mlx_closure fwd = mlx_closure_new_func_payload(mlxeng_rows_forward, pf, free);
+	mlx_closure_custom vjp = mlx_closure_custom_new_func_payload(mlxeng_rows_vjp, pv, free);
+	mlx_closure f = mlx_closure_new();
+	mlx_vector_array in = mlx_vector_array_new(), out = mlx_vector_array_new();
+	int rc = mlx_vector_array_append_value(in, x) || mlx_vector_array_append_value(in, idx) ||
+		mlx_custom_vjp(&f, fwd, vjp) || mlx_closure_apply(&out, f, in) || mlx_vector_array_get(res, out, 0);
+	mlx_vector_array_free(in);
+	mlx_vector_array_free(out);
+	mlx_closure_free(f);
+	mlx_closure_custom_free(vjp);
+	mlx_closure_free(fwd);
+	return rc;
+}
+*/
+import "C"
+
+import (
+	"os"
+	"unsafe"
+
+	"github.com/dgtune/dgtune/mx"
+	"github.com/dgtune/dgtune/mx/internal/dims"
+	"github.com/dgtune/dgtune/mx/mlxeng/kernels"
+)
+
+// Takes of rows on MLX-CUDA (the default there; MLXENG_ROWS=mlx turns it off). The
+// mixture of experts dispatches each token's row to its k experts' sorted order with a
+// take and sums the k copies back in the backward with its VJP, a scatter-add; MLX-CUDA
+// v0.32.1 ran those at ~57 and ~117 µs a layer of the real 26B-A4B geometry on the H200
+// (plus the combine's take and its scatter-add, as much again). kernels.GatherRowsSource
+// copies a row a block and kernels.ScatterRowsSource adds the cotangent's rows back with
+// atomic adds of bfloat16 pairs. The values are MLX's: a take copies, and the adds of a
+// row picked several times round as MLX's scatter-add does (in an order that may vary).
+
+// rowsEnv turns the row kernels off ("mlx": MLX's take and its VJP).
+const rowsEnv = "MLXENG_ROWS"
+
+// rowKernels holds the two kernels; ok false leaves takes to MLX.
+type rowKernels struct {
+	gather, scatter C.mlx_fast_cuda_kernel
+	ok              bool
+}
+
+// newRowKernels makes the row kernels on a CUDA GPU unless the environment turns them off.
+func newRowKernels(device string) rowKernels {
+	if !isCUDA(device) || os.Getenv(rowsEnv) == "mlx" {
+		return rowKernels{}
+	}
+	hdr := C.CString(kernels.RowsHeader)
+	defer C.free(unsafe.Pointer(hdr))
+	make1 := func(name, first, source string) C.mlx_fast_cuda_kernel {
+		n, f, s := C.CString(name), C.CString(first), C.CString(source)
+		defer C.free(unsafe.Pointer(n))
+		defer C.free(unsafe.Pointer(f))
+		defer C.free(unsafe.Pointer(s))
+		return C.mlxeng_rows_kernel_new(n, f, s, hdr)
+	}
+	k := rowKernels{
+		gather:  make1("dgtune_gather_rows", "src", kernels.GatherRowsSource),
+		scatter: make1("dgtune_scatter_rows", "g", kernels.ScatterRowsSource),
+	}
+	k.ok = k.gather.ctx != nil && k.scatter.ctx != nil
+	return k
+}
+
+// takesRows reports whether a take goes through the row kernels: rows (axis 0) of a 2-D
+// bfloat16 or float32 x with an even row length, by 32- or 8-bit integer indices (the
+// kernels read them as int), fewer than 2³¹ of them.
+func (e *Engine) takesRows(x, idx *array, axis int) bool {
+	if !e.rows.ok || len(x.shape) != 2 || (axis != 0 && axis != -2) || x.shape[1]%2 != 0 || x.shape[1] == 0 {
+		return false
+	}
+	if x.dt != mx.BFloat16 && x.dt != mx.Float32 {
+		return false
+	}
+	switch idx.dt {
+	case mx.Int32, mx.Uint32, mx.Uint8:
+	default:
+		return false
+	}
+	n := dims.Numel(idx.shape)
+	return n > 0 && n < 1<<31 && x.shape[0] < 1<<31
+}
+
+// takeRows is x[idx] along axis 0 through the row kernels: [idx.shape..., H].
+func (e *Engine) takeRows(x, idx *array) *array {
+	flat := e.reshape(idx, []int{dims.Numel(idx.shape)})
+	defer e.free(flat)
+	k := C.mlxeng_rows{gather: e.rows.gather, scatter: e.rows.scatter, s: e.stream}
+	out := e.op("take", func(res *C.mlx_array) C.int { return C.mlxeng_rows_apply(res, x.c, flat.c, k) })
+	if len(idx.shape) == 1 {
+		return out
+	}
+	defer e.free(out)
+	return e.reshape(out, append(append([]int(nil), idx.shape...), x.shape[1]))
+}
