@@ -17,7 +17,7 @@
 # be re-run after an interruption; RESULTS/all.txt collects every item's JSON and output tail. ITEMS
 # picks groups: smoke parity demo bench real peer (default: all); experts (the fused experts kernel against the
 # dequant route: its GPU test, then SCRATCH/real-6 — probe mkmodel --preset real --layers 6 — and real-4); profile
-# (ncu over one step of SCRATCH/real-2, PROFILE_EXPERTS="dequant fused" for both routes); memory (MLX's own reader against
+# (ncu over one compiled step of SCRATCH/real-6, caches warm, one layer's kernels by category); memory (MLX's own reader against
 # Go's, compiled and uncompiled peaks at the real geometry, the mlx estimate); and route (the real geometry's
 # bf16 step with MLX's quantized kernels, MLXENG_QUANTIZED=kernel, against the engine's
 # default). BENCH_DTYPES (default "float32 bfloat16") and GO16=0 (skip the go engine) narrow bench;
@@ -123,12 +123,12 @@ if want experts; then
   done
 fi
 if want profile; then
-  # Every kernel of one step timed by Nsight Compute on the real geometry cut to 2 layers (SCRATCH/real-2:
-  # probe mkmodel --preset real --layers 2 --bits 4 --sharded), then summarised (bench/ncu_summary.py).
-  for v in ${PROFILE_EXPERTS:-dequant}; do
-    item profile-real2-$v 300 env MLX_USE_CUDA_GRAPHS=0 MLXENG_EXPERTS=$v ncu --clock-control none --metrics gpu__time_duration.sum --csv --page raw --log-file $R/ncu-real2-$v.csv $B/probe-mlx bench --backend mlx --model $S/real-2 --prompt-len 128 --canvas-len 256 --steps 1 --warmup 1 --compute-dtype bfloat16 --json
-    item profile-real2-$v-summary 60 python3 bench/ncu_summary.py $R/ncu-real2-$v.csv
-  done
+  # Every kernel of one compiled step timed by Nsight Compute, caches left warm as in the step itself, on the real
+  # geometry cut to 6 layers (SCRATCH/real-6: probe mkmodel --preset real --layers 6 --bits 4 --sharded), then
+  # summarised with one layer forward and backward split at the fused experts kernel's gate/up launches
+  # (bench/ncu_summary.py; session 13: 29.5 ms a step, 4.05 -> 3.50 ms a layer).
+  item profile-real6 300 env MLX_USE_CUDA_GRAPHS=0 ncu --cache-control none --clock-control none --metrics gpu__time_duration.sum,launch__grid_size,launch__block_size --csv --page raw --log-file $R/ncu-real6.csv $B/probe-mlx bench --backend mlx --model $S/real-6 --prompt-len 128 --canvas-len 256 --steps 1 --warmup 1 --compute-dtype bfloat16 --compile --json
+  item profile-real6-summary 60 python3 bench/ncu_summary.py $R/ncu-real6.csv --top 40 --per-layer experts_t_1408,experts_f_2816_1408
 fi
 if want route; then
   item mlx-real-128x256-bfloat16-kernel 420 env MLXENG_QUANTIZED=kernel $B/probe-mlx bench --backend mlx --model $S/real-4 --prompt-len 128 --canvas-len 256 --steps 3 --warmup 1 --compute-dtype bfloat16 --json
