@@ -37,10 +37,7 @@ int mlxeng_dequant_apply(mlx_array* res, mlx_fast_cuda_kernel k, const mlx_array
 		words *= (size_t)shape[i];
 	}
 	shape[nd - 1] = shape[nd - 1] * (32 / bits);
-	size_t threads = words / 4;
-	if (threads == 0 || threads > 0x7fffff00) {
-		return 1;
-	}
+	size_t threads = words / 4; // mlxeng_dequant_takes checked it fits
 	mlx_dtype dt = mlx_array_dtype(scales);
 	mlx_fast_cuda_kernel_config cfg = mlx_fast_cuda_kernel_config_new();
 	mlx_vector_array ins = mlx_vector_array_new(), outs = mlx_vector_array_new();
@@ -61,12 +58,13 @@ int mlxeng_dequant_apply(mlx_array* res, mlx_fast_cuda_kernel k, const mlx_array
 }
 
 // mlxeng_dequant_takes reports whether the kernel dequantizes this weight into dtype dt:
-// the scales already of dt, bfloat16 or float32 (the kernel's T), and the packed last axis
-// a multiple of four words (one thread's load). Bits and group size are checked in Go.
+// the scales already of dt, bfloat16 or float32 (the kernel's T), the packed last axis a
+// multiple of four words (one thread's load), and one thread per four words within MLX's
+// int grid. Bits and group size are checked in Go.
 int mlxeng_dequant_takes(const mlx_array w, const mlx_array scales, mlx_dtype dt) {
 	size_t nd = mlx_array_ndim(w);
 	return nd >= 1 && nd <= 8 && mlx_array_dtype(scales) == dt && (dt == MLX_BFLOAT16 || dt == MLX_FLOAT32) &&
-		mlx_array_dim(w, (int)nd - 1) % 4 == 0;
+		mlx_array_dim(w, (int)nd - 1) % 4 == 0 && mlx_array_size(w) / 4 <= 0x7fffff00;
 }
 */
 import "C"
