@@ -136,6 +136,36 @@ func TestFusedExpertsMatchExact(t *testing.T) {
 	}
 }
 
+// The real 26B-A4B geometry's expert products: 3,072 (token, slot) rows sorted over 128
+// experts, 24 an expert, and the gate/up and down weights [N, K].
+const realExperts, realExpertRows = 128, 3072
+
+var realExpertShapes = []struct {
+	name string
+	n, k int
+}{{"gate_up", 1408, 2816}, {"down", 2816, 704}}
+
+// realExpertIDs are the rows' experts, sorted.
+func realExpertIDs(e mx.Engine) *mx.Array {
+	idx := make([]int32, realExpertRows)
+	for i := range idx {
+		idx[i] = int32(i * realExperts / realExpertRows)
+	}
+	return mx.FromInt32(e, idx, realExpertRows)
+}
+
+// realExpertInputs are a random 4-bit weight [realExperts, n, k] (groups of 64, bfloat16
+// scales) and bfloat16 rows [realExpertRows, k], evaluated, the float weight (1 GB for
+// gate/up) already freed.
+func realExpertInputs(e mx.Engine, n, k int) (wq, ws, wb, x *mx.Array) {
+	w := mx.AsType(mx.Multiply(mx.Scalar(e, 0.02, mx.Float32), mx.Normal(mx.Key(e, 1), []int{realExperts, n, k}, mx.Float32)), mx.BFloat16)
+	wq, ws, wb = mx.Quantize(w, 64, 4)
+	x = mx.AsType(mx.Normal(mx.Key(e, 2), []int{realExpertRows, k}, mx.Float32), mx.BFloat16)
+	mx.Eval(wq, ws, wb, x)
+	w.Free()
+	return wq, ws, wb, x
+}
+
 // TestFusesExpertsShapes: the fused kernel takes bfloat16 rows over 4-bit, group-64
 // weights whose widths are multiples of 64, and nothing else. The choice is pure shape logic, so it runs on any
 // device with the kernel's switch forced on.
@@ -184,21 +214,11 @@ func TestFusesExpertsShapes(t *testing.T) {
 // grid at the size the model runs.
 func TestFusedExpertsMatchDequantRouteReal(t *testing.T) {
 	e := fusedExpertsEngine(t)
-	const experts, rows = 128, 3072
-	idx := make([]int32, rows)
-	for i := range idx {
-		idx[i] = int32(i * experts / rows) // 24 rows an expert, sorted
-	}
-	ids := mx.FromInt32(e, idx, rows)
-	for _, shape := range []struct {
-		name string
-		n, k int
-	}{{"gate_up", 1408, 2816}, {"down", 2816, 704}} {
+	ids := realExpertIDs(e)
+	for _, shape := range realExpertShapes {
 		t.Run(shape.name, func(t *testing.T) {
-			w := mx.AsType(mx.Multiply(mx.Scalar(e, 0.02, mx.Float32), mx.Normal(mx.Key(e, 1), []int{experts, shape.n, shape.k}, mx.Float32)), mx.BFloat16)
-			wq, ws, wb := mx.Quantize(w, 64, 4)
-			x := mx.AsType(mx.Normal(mx.Key(e, 2), []int{rows, shape.k}, mx.Float32), mx.BFloat16)
-			cot := mx.AsType(mx.Normal(mx.Key(e, 3), []int{rows, shape.n}, mx.Float32), mx.BFloat16)
+			wq, ws, wb, x := realExpertInputs(e, shape.n, shape.k)
+			cot := mx.AsType(mx.Normal(mx.Key(e, 3), []int{realExpertRows, shape.n}, mx.Float32), mx.BFloat16)
 			run := func(fused bool) (y, dx []float32) {
 				e.fusedExperts = fused
 				vals, grads := mx.ValueAndGrad(func(a []*mx.Array) []*mx.Array {
@@ -240,22 +260,9 @@ func TestFusedExpertsMatchDequantRouteReal(t *testing.T) {
 // custom kernels.
 func BenchmarkFusedExperts(b *testing.B) {
 	e := fusedExpertsEngine(b)
-
-	const experts, rows = 128, 3072
-	idx := make([]int32, rows)
-	for i := range idx {
-		idx[i] = int32(i * experts / rows) // 24 rows an expert, sorted
-	}
-	ids := mx.FromInt32(e, idx, rows)
-	for _, shape := range []struct {
-		name string
-		n, k int
-	}{{"gate_up", 1408, 2816}, {"down", 2816, 704}} {
-		w := mx.AsType(mx.Multiply(mx.Scalar(e, 0.02, mx.Float32), mx.Normal(mx.Key(e, 1), []int{experts, shape.n, shape.k}, mx.Float32)), mx.BFloat16)
-		wq, ws, wb := mx.Quantize(w, 64, 4)
-		x := mx.AsType(mx.Normal(mx.Key(e, 2), []int{rows, shape.k}, mx.Float32), mx.BFloat16)
-		mx.Eval(wq, ws, wb, x)
-		w.Free()
+	ids := realExpertIDs(e)
+	for _, shape := range realExpertShapes {
+		wq, ws, wb, x := realExpertInputs(e, shape.n, shape.k)
 		for _, fused := range []bool{false, true} {
 			route := map[bool]string{false: "dequant", true: "fused"}[fused]
 			forward := func() { mx.Eval(mx.GatherQMM(x, wq, ws, wb, ids, true, 64, 4, true)) }

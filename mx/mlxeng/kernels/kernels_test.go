@@ -11,6 +11,51 @@ import (
 	"testing"
 )
 
+// emulation prepares a CPU emulation of a kernel: the testdata files named and the
+// harness text (the kernel inside C++ function templates) as emu_kernel.h in a fresh
+// directory. It skips the test where there is no g++ to build it.
+func emulation(t *testing.T, harness string, files ...string) (cxx, dir string) {
+	t.Helper()
+	cxx, err := exec.LookPath("g++")
+	if err != nil {
+		t.Skip("no g++ to build the emulation")
+	}
+	dir = t.TempDir()
+	for _, f := range append([]string{"emu_prelude.h"}, files...) {
+		b, err := os.ReadFile(filepath.Join("testdata", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, f), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "emu_kernel.h"), []byte(harness), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return cxx, dir
+}
+
+// runEmulation builds dir/src as the binary name with the compiler flags given (C++20,
+// -O1, no contraction of float multiply-adds, threads) and runs it with args and the
+// extra environment; it returns the output and fails the test if either step fails.
+func runEmulation(t *testing.T, cxx, dir, src, name string, flags, args, env []string) string {
+	t.Helper()
+	bin := filepath.Join(dir, name)
+	build := exec.Command(cxx, append(append([]string{"-std=c++20", "-O1", "-pthread", "-ffp-contract=off", "-Wno-unknown-pragmas"},
+		flags...), filepath.Join(dir, src), "-o", bin)...)
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build the emulation: %v\n%s", err, out)
+	}
+	run := exec.Command(bin, args...)
+	run.Env = append(os.Environ(), env...)
+	out, err := run.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	return string(out)
+}
+
 // emulationHarness wraps a kernel body in a C++ function template and launches it on
 // the emulation one block at a time, the block's 128 threads as std::threads.
 const emulationHarness = `#include "emu_prelude.h"
@@ -47,24 +92,7 @@ void launch(int experts, int z, const __nv_bfloat16* x, const uint32_t* w, const
 // and three 32-row tiles, contractions of one to four 64-wide slices, and inputs off the
 // 16-byte boundary, against float64 products (testdata/emu_experts.cpp). The GPU test is mlxeng's TestFusedExpertsMatchExact.
 func TestExpertsKernelEmulated(t *testing.T) {
-	cxx, err := exec.LookPath("g++")
-	if err != nil {
-		t.Skip("no g++ to build the emulation")
-	}
-	dir := t.TempDir()
-	for _, f := range []string{"emu_prelude.h", "emu_experts.cpp"} {
-		b, err := os.ReadFile(filepath.Join("testdata", f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, f), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	kernel := fmt.Sprintf(emulationHarness, ExpertsSource)
-	if err := os.WriteFile(filepath.Join(dir, "emu_kernel.h"), []byte(kernel), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	cxx, dir := emulation(t, fmt.Sprintf(emulationHarness, ExpertsSource), "emu_experts.cpp")
 	cases := []struct {
 		experts, n, k int
 		rows          []int // of each expert, in order
@@ -83,28 +111,18 @@ func TestExpertsKernelEmulated(t *testing.T) {
 	for _, c := range cases {
 		name := fmt.Sprintf("E%d_N%d_K%d_shift%v_z%d", c.experts, c.n, c.k, c.shift, c.z)
 		t.Run(name, func(t *testing.T) {
-			bin := filepath.Join(dir, name)
-			build := exec.Command(cxx, "-std=c++20", "-O1", "-pthread", "-Wno-unknown-pragmas",
-				fmt.Sprintf("-DE_=%d", c.experts), fmt.Sprintf("-DN_=%d", c.n), fmt.Sprintf("-DK_=%d", c.k),
-				filepath.Join(dir, "emu_experts.cpp"), "-o", bin)
-			if out, err := build.CombinedOutput(); err != nil {
-				t.Fatalf("build the emulation: %v\n%s", err, out)
-			}
 			var args []string
 			total := 0
 			for _, r := range c.rows {
 				args = append(args, strconv.Itoa(r))
 				total += r
 			}
-			run := exec.Command(bin, args...)
-			run.Env = append(os.Environ(), fmt.Sprintf("EMU_SHIFT=%d", map[bool]int{false: 0, true: 1}[c.shift]), fmt.Sprintf("EMU_Z=%d", c.z))
-			out, err := run.CombinedOutput()
-			if err != nil {
-				t.Fatalf("%v\n%s", err, out)
-			}
-			m := regexp.MustCompile(`rows (\d+) bad (\d+)`).FindStringSubmatch(string(out))
+			out := runEmulation(t, cxx, dir, "emu_experts.cpp", name,
+				[]string{fmt.Sprintf("-DE_=%d", c.experts), fmt.Sprintf("-DN_=%d", c.n), fmt.Sprintf("-DK_=%d", c.k)}, args,
+				[]string{fmt.Sprintf("EMU_SHIFT=%d", map[bool]int{false: 0, true: 1}[c.shift]), fmt.Sprintf("EMU_Z=%d", c.z)})
+			m := regexp.MustCompile(`rows (\d+) bad (\d+)`).FindStringSubmatch(out)
 			if m == nil || m[1] != strconv.Itoa(total) || m[2] != "0" {
-				t.Fatalf("emulation reported %q, want rows %d bad 0", strings.TrimSpace(string(out)), total)
+				t.Fatalf("emulation reported %q, want rows %d bad 0", strings.TrimSpace(out), total)
 			}
 		})
 	}
@@ -127,24 +145,7 @@ void body(const uint32_t* w, const Shape w_shape, const int w_ndim, const T* sca
 // the go engine's arithmetic (testdata/emu_dequantize.cpp): every value bit for bit. The
 // GPU test is mlxeng's TestDequantizeKernelMatchesGoEngine.
 func TestDequantizeKernelEmulated(t *testing.T) {
-	cxx, err := exec.LookPath("g++")
-	if err != nil {
-		t.Skip("no g++ to build the emulation")
-	}
-	dir := t.TempDir()
-	for _, f := range []string{"emu_prelude.h", "emu_dequantize.cpp"} {
-		b, err := os.ReadFile(filepath.Join("testdata", f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, f), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	kernel := fmt.Sprintf(dequantizeHarness, DequantizeHeader, DequantizeSource)
-	if err := os.WriteFile(filepath.Join(dir, "emu_kernel.h"), []byte(kernel), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	cxx, dir := emulation(t, fmt.Sprintf(dequantizeHarness, DequantizeHeader, DequantizeSource), "emu_dequantize.cpp")
 	cases := []struct {
 		typ         string // T: __nv_bfloat16 or float
 		bits, group int
@@ -162,28 +163,18 @@ func TestDequantizeKernelEmulated(t *testing.T) {
 	for _, c := range cases {
 		name := fmt.Sprintf("%s_bits%d_group%d_%v_shift%v", strings.TrimPrefix(c.typ, "__nv_"), c.bits, c.group, c.shape, c.shift)
 		t.Run(name, func(t *testing.T) {
-			bin := filepath.Join(dir, strings.NewReplacer("[", "", "]", "", " ", "x").Replace(name))
-			build := exec.Command(cxx, "-std=c++20", "-O1", "-ffp-contract=off", "-Wno-unknown-pragmas",
-				"-DT_="+c.typ, fmt.Sprintf("-DBITS_=%d", c.bits), fmt.Sprintf("-DGS_=%d", c.group),
-				filepath.Join(dir, "emu_dequantize.cpp"), "-o", bin)
-			if out, err := build.CombinedOutput(); err != nil {
-				t.Fatalf("build the emulation: %v\n%s", err, out)
-			}
 			var args []string
 			values := 32 / c.bits
 			for _, d := range c.shape {
 				args = append(args, strconv.Itoa(d))
 				values *= d
 			}
-			run := exec.Command(bin, args...)
-			run.Env = append(os.Environ(), fmt.Sprintf("EMU_SHIFT=%d", map[bool]int{false: 0, true: 1}[c.shift]))
-			out, err := run.CombinedOutput()
-			if err != nil {
-				t.Fatalf("%v\n%s", err, out)
-			}
-			m := regexp.MustCompile(`values (\d+) bad (\d+)`).FindStringSubmatch(string(out))
+			out := runEmulation(t, cxx, dir, "emu_dequantize.cpp", strings.NewReplacer("[", "", "]", "", " ", "x").Replace(name),
+				[]string{"-DT_=" + c.typ, fmt.Sprintf("-DBITS_=%d", c.bits), fmt.Sprintf("-DGS_=%d", c.group)}, args,
+				[]string{fmt.Sprintf("EMU_SHIFT=%d", map[bool]int{false: 0, true: 1}[c.shift])})
+			m := regexp.MustCompile(`values (\d+) bad (\d+)`).FindStringSubmatch(out)
 			if m == nil || m[1] != strconv.Itoa(values) || m[2] != "0" {
-				t.Fatalf("emulation reported %q, want values %d bad 0", strings.TrimSpace(string(out)), values)
+				t.Fatalf("emulation reported %q, want values %d bad 0", strings.TrimSpace(out), values)
 			}
 		})
 	}
@@ -208,40 +199,14 @@ void scatter_body(const G* g, const Shape g_shape, const I* idx, O* out) {
 // indices and rows picked twice, against testdata/emu_rows.cpp's references bit for bit.
 // The GPU test is mlxeng's TestTakeRowsMatchesMLX.
 func TestRowKernelsEmulated(t *testing.T) {
-	cxx, err := exec.LookPath("g++")
-	if err != nil {
-		t.Skip("no g++ to build the emulation")
-	}
-	dir := t.TempDir()
-	for _, f := range []string{"emu_prelude.h", "emu_rows.cpp"} {
-		b, err := os.ReadFile(filepath.Join("testdata", f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, f), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	kernel := fmt.Sprintf(rowsHarness, RowsHeader, GatherRowsSource, ScatterRowsSource)
-	if err := os.WriteFile(filepath.Join(dir, "emu_kernel.h"), []byte(kernel), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	cxx, dir := emulation(t, fmt.Sprintf(rowsHarness, RowsHeader, GatherRowsSource, ScatterRowsSource), "emu_rows.cpp")
 	for _, typ := range []string{"__nv_bfloat16", "float"} {
 		name := strings.TrimPrefix(typ, "__nv_")
 		t.Run(name, func(t *testing.T) {
-			bin := filepath.Join(dir, name)
-			build := exec.Command(cxx, "-std=c++20", "-O1", "-ffp-contract=off", "-Wno-unknown-pragmas",
-				"-DT_="+typ, filepath.Join(dir, "emu_rows.cpp"), "-o", bin)
-			if out, err := build.CombinedOutput(); err != nil {
-				t.Fatalf("build the emulation: %v\n%s", err, out)
-			}
-			out, err := exec.Command(bin).CombinedOutput()
-			if err != nil {
-				t.Fatalf("%v\n%s", err, out)
-			}
-			m := regexp.MustCompile(`checks (\d+) bad (\d+)`).FindStringSubmatch(string(out))
+			out := runEmulation(t, cxx, dir, "emu_rows.cpp", name, []string{"-DT_=" + typ}, nil, nil)
+			m := regexp.MustCompile(`checks (\d+) bad (\d+)`).FindStringSubmatch(out)
 			if m == nil || m[1] == "0" || m[2] != "0" {
-				t.Fatalf("emulation reported %q, want bad 0", strings.TrimSpace(string(out)))
+				t.Fatalf("emulation reported %q, want bad 0", strings.TrimSpace(out))
 			}
 		})
 	}

@@ -8,11 +8,8 @@
 #include <cstdlib>
 #include <random>
 using T = T_;
-static float tof(float v) { return v; }
-static float tof(__nv_bfloat16 v) { return __bfloat162float(v); }
-static void conv(float v, float& r) { r = v; }
-static void conv(float v, __nv_bfloat16& r) { r = __float2bfloat16(v); }
-static T fromf(float v) { T r; conv(v, r); return r; }
+static float tof(T v) { return emu_float(v); }
+static T fromf(float v) { return emu_to<T>(v); }
 int main(int argc, char** argv) {
   Shape sh{};
   int ndim = argc - 1;

@@ -64,3 +64,10 @@ inline void store_matrix_sync(float* p, const fragment<accumulator, 16, 16, 16, 
   for (int i = 0; i < 16; i++) for (int j = 0; j < 16; j++) p[i * ld + j] = f.v[i][j]; }
 }}
 struct Shape { int d[8]; const int& operator[](int i) const { return d[i]; } };
+// Helpers for the references the tests write out: any element type as float, and a
+// float rounded to T (emu_to<T>).
+static inline float emu_float(float v) { return v; }
+static inline float emu_float(__nv_bfloat16 v) { return __bfloat162float(v); }
+static inline void emu_conv(float v, float& r) { r = v; }
+static inline void emu_conv(float v, __nv_bfloat16& r) { r = __float2bfloat16(v); }
+template <typename T> static inline T emu_to(float v) { T r; emu_conv(v, r); return r; }

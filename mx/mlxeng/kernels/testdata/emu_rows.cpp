@@ -8,11 +8,8 @@
 #include <cstdio>
 #include <random>
 using T = T_;
-static float tof(float v) { return v; }
-static float tof(__nv_bfloat16 v) { return __bfloat162float(v); }
-static void conv(float v, float& r) { r = v; }
-static void conv(float v, __nv_bfloat16& r) { r = __float2bfloat16(v); }
-static T fromf(float v) { T r; conv(v, r); return r; }
+static float tof(T v) { return emu_float(v); }
+static T fromf(float v) { return emu_to<T>(v); }
 template <typename F> static void seq(int blocks, int threads, F f) {
   for (int b = 0; b < blocks; b++)
     for (int t = 0; t < threads; t++) {
