@@ -25,6 +25,10 @@ int mlxeng_experts_apply(mlx_array* res, mlx_fast_cuda_kernel k, const mlx_array
 int mlxeng_dequant_apply(mlx_array* res, mlx_fast_cuda_kernel k, const mlx_array w, const mlx_array scales,
 	const mlx_array biases, int bits, int gs, mlx_stream s);
 int mlxeng_dequant_takes(const mlx_array w, const mlx_array scales, mlx_dtype dt);
+int mlxeng_custom_apply(mlx_array* res, const mlx_vector_array in,
+	int (*fwd)(mlx_vector_array*, const mlx_vector_array, void*),
+	int (*vjp)(mlx_vector_array*, const mlx_vector_array, const mlx_vector_array, const mlx_vector_array, void*),
+	const void* payload, size_t size);
 
 // mlxeng_dq_fused is the fused experts kernel on x (forward: trans 1) or the cotangent
 // (input gradient: trans 0), with the weight, its quantization and the indices of in.
@@ -158,28 +162,8 @@ static int mlxeng_dq_vjp(mlx_vector_array* res, const mlx_vector_array primals, 
 }
 
 // mlxeng_dq_apply applies the custom-VJP function to inputs, writing its one output.
-// Each closure owns a copy of the parameters, freed with the last copy of the closure
-// (MLX keeps the VJP until the backward pass has used it).
 static int mlxeng_dq_apply(mlx_array* res, const mlx_vector_array in, mlxeng_dq q) {
-	mlxeng_dq* pf = malloc(sizeof q);
-	mlxeng_dq* pv = malloc(sizeof q);
-	if (pf == NULL || pv == NULL) {
-		free(pf);
-		free(pv);
-		return 1;
-	}
-	*pf = q;
-	*pv = q;
-	mlx_closure fwd = mlx_closure_new_func_payload(mlxeng_dq_forward, pf, free);
-	mlx_closure_custom vjp = mlx_closure_custom_new_func_payload(mlxeng_dq_vjp, pv, free);
-	mlx_closure f = mlx_closure_new();
-	mlx_vector_array out = mlx_vector_array_new();
-	int rc = mlx_custom_vjp(&f, fwd, vjp) || mlx_closure_apply(&out, f, in) || mlx_vector_array_get(res, out, 0);
-	mlx_vector_array_free(out);
-	mlx_closure_free(f);
-	mlx_closure_custom_free(vjp);
-	mlx_closure_free(fwd);
-	return rc;
+	return mlxeng_custom_apply(res, in, mlxeng_dq_forward, mlxeng_dq_vjp, &q, sizeof q);
 }
 */
 import "C"

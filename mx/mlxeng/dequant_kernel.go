@@ -6,21 +6,8 @@ package mlxeng
 #include <stdlib.h>
 #include "mlx/c/mlx.h"
 
-// mlxeng_dequant_kernel_new makes the dequantize kernel (kernels.DequantizeSource) as an
-// MLX custom CUDA kernel: inputs w, scales, biases; output out. Nothing compiles until its
-// first use.
-mlx_fast_cuda_kernel mlxeng_dequant_kernel_new(const char* source, const char* header) {
-	const char* in[] = {"w", "scales", "biases"};
-	mlx_vector_string ins = mlx_vector_string_new(), outs = mlx_vector_string_new();
-	for (int i = 0; i < 3; i++) {
-		mlx_vector_string_append_value(ins, in[i]);
-	}
-	mlx_vector_string_append_value(outs, "out");
-	mlx_fast_cuda_kernel k = mlx_fast_cuda_kernel_new("dgtune_dequantize", ins, outs, source, header, true, 0);
-	mlx_vector_string_free(ins);
-	mlx_vector_string_free(outs);
-	return k;
-}
+int mlxeng_kernel_run(mlx_array* res, mlx_fast_cuda_kernel k, mlx_fast_cuda_kernel_config cfg,
+	const mlx_array* in, int n, mlx_stream s);
 
 // mlxeng_dequant_apply is the dequantized w [..., K·bits/32] → [..., K] in the scales'
 // dtype (bfloat16 or float32: mlxeng_dequant_takes checked it).
@@ -40,19 +27,14 @@ int mlxeng_dequant_apply(mlx_array* res, mlx_fast_cuda_kernel k, const mlx_array
 	size_t threads = words / 4; // mlxeng_dequant_takes checked it fits
 	mlx_dtype dt = mlx_array_dtype(scales);
 	mlx_fast_cuda_kernel_config cfg = mlx_fast_cuda_kernel_config_new();
-	mlx_vector_array ins = mlx_vector_array_new(), outs = mlx_vector_array_new();
+	const mlx_array in[] = {w, scales, biases};
 	int rc = mlx_fast_cuda_kernel_config_add_output_arg(cfg, shape, nd, dt) ||
 		mlx_fast_cuda_kernel_config_set_grid(cfg, (int)threads, 1, 1) ||
 		mlx_fast_cuda_kernel_config_set_thread_group(cfg, 256, 1, 1) ||
 		mlx_fast_cuda_kernel_config_add_template_arg_dtype(cfg, "T", dt) ||
 		mlx_fast_cuda_kernel_config_add_template_arg_int(cfg, "BITS", bits) ||
 		mlx_fast_cuda_kernel_config_add_template_arg_int(cfg, "GS", gs) ||
-		mlx_vector_array_append_value(ins, w) || mlx_vector_array_append_value(ins, scales) ||
-		mlx_vector_array_append_value(ins, biases) ||
-		mlx_fast_cuda_kernel_apply(&outs, k, ins, cfg, s) ||
-		mlx_vector_array_get(res, outs, 0);
-	mlx_vector_array_free(ins);
-	mlx_vector_array_free(outs);
+		mlxeng_kernel_run(res, k, cfg, in, 3, s);
 	mlx_fast_cuda_kernel_config_free(cfg);
 	return rc;
 }
@@ -71,7 +53,6 @@ import "C"
 
 import (
 	"os"
-	"unsafe"
 
 	"github.com/dgtune/dgtune/mx"
 	"github.com/dgtune/dgtune/mx/mlxeng/kernels"
@@ -82,8 +63,9 @@ import (
 // gradient, 16 launches a layer of the real 26B-A4B geometry) and its tied head once or
 // twice; MLX-CUDA v0.32.1's affine_dequantize ran those at ~0.6 TB/s on the H200
 // (bench/results/gpu-s13.txt). kernels.DequantizeSource moves 16 bytes of packed words
-// per thread and rounds as MLX's CPU backend and the go engine do (q·scale, then + bias),
-// so a dequantized weight is the same bits on every device.
+// per thread and rounds as the go engine does (q·scale, then + bias, in float32, then once
+// to the output type), so a weight dequantized on CUDA has the go engine's bits (MLX's
+// CPU rounds bfloat16 twice, MLX-CUDA's own kernel once by FMA).
 
 // dequantEnv turns the kernel off ("mlx": MLX's own dequantize; anything else leaves it on).
 const dequantEnv = "MLXENG_DEQUANTIZE"
@@ -94,10 +76,7 @@ func newDequantKernel(device string) (k C.mlx_fast_cuda_kernel, ok bool) {
 	if !isCUDA(device) || os.Getenv(dequantEnv) == "mlx" {
 		return k, false
 	}
-	src, hdr := C.CString(kernels.DequantizeSource), C.CString(kernels.DequantizeHeader)
-	defer C.free(unsafe.Pointer(src))
-	defer C.free(unsafe.Pointer(hdr))
-	k = C.mlxeng_dequant_kernel_new(src, hdr)
+	k = newCUDAKernel("dgtune_dequantize", []string{"w", "scales", "biases"}, kernels.DequantizeSource, kernels.DequantizeHeader)
 	return k, k.ctx != nil
 }
 

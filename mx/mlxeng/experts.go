@@ -6,21 +6,8 @@ package mlxeng
 #include <stdlib.h>
 #include "mlx/c/mlx.h"
 
-// mlxeng_experts_kernel_new makes the fused experts kernel (expertsSource) as an MLX
-// custom CUDA kernel: inputs x, w, scales, biases, idx; output out. Nothing compiles
-// until its first use.
-mlx_fast_cuda_kernel mlxeng_experts_kernel_new(const char* source, const char* header) {
-	const char* in[] = {"x", "w", "scales", "biases", "idx"};
-	mlx_vector_string ins = mlx_vector_string_new(), outs = mlx_vector_string_new();
-	for (int i = 0; i < 5; i++) {
-		mlx_vector_string_append_value(ins, in[i]);
-	}
-	mlx_vector_string_append_value(outs, "out");
-	mlx_fast_cuda_kernel k = mlx_fast_cuda_kernel_new("dgtune_experts", ins, outs, source, header, true, 0);
-	mlx_vector_string_free(ins);
-	mlx_vector_string_free(outs);
-	return k;
-}
+int mlxeng_kernel_run(mlx_array* res, mlx_fast_cuda_kernel k, mlx_fast_cuda_kernel_config cfg,
+	const mlx_array* in, int n, mlx_stream s);
 
 // mlxeng_experts_apply is out [rows, 1, nj] = x [rows, 1, nc] times each row's expert:
 // trans 1 is x·W[e]ᵀ (W [E, nj, nc] packed: the forward), trans 0 is x·W[e]
@@ -37,20 +24,14 @@ int mlxeng_experts_apply(mlx_array* res, mlx_fast_cuda_kernel k, const mlx_array
 	int z = (rows + 32 * experts - 1) / (32 * experts);
 	if (z < 1) z = 1;
 	mlx_fast_cuda_kernel_config cfg = mlx_fast_cuda_kernel_config_new();
-	mlx_vector_array ins = mlx_vector_array_new(), outs = mlx_vector_array_new();
+	const mlx_array in[] = {x, w, scales, biases, idx};
 	int rc = mlx_fast_cuda_kernel_config_add_output_arg(cfg, shape, 3, MLX_BFLOAT16) ||
 		mlx_fast_cuda_kernel_config_set_grid(cfg, (nj / 64) * 128, experts, z) ||
 		mlx_fast_cuda_kernel_config_set_thread_group(cfg, 128, 1, 1) ||
 		mlx_fast_cuda_kernel_config_add_template_arg_bool(cfg, "TRANS", trans != 0) ||
 		mlx_fast_cuda_kernel_config_add_template_arg_int(cfg, "NJ", nj) ||
 		mlx_fast_cuda_kernel_config_add_template_arg_int(cfg, "NC", nc) ||
-		mlx_vector_array_append_value(ins, x) || mlx_vector_array_append_value(ins, w) ||
-		mlx_vector_array_append_value(ins, scales) || mlx_vector_array_append_value(ins, biases) ||
-		mlx_vector_array_append_value(ins, idx) ||
-		mlx_fast_cuda_kernel_apply(&outs, k, ins, cfg, s) ||
-		mlx_vector_array_get(res, outs, 0);
-	mlx_vector_array_free(ins);
-	mlx_vector_array_free(outs);
+		mlxeng_kernel_run(res, k, cfg, in, 5, s);
 	mlx_fast_cuda_kernel_config_free(cfg);
 	return rc;
 }
@@ -59,7 +40,6 @@ import "C"
 
 import (
 	"os"
-	"unsafe"
 
 	"github.com/dgtune/dgtune/mx"
 	"github.com/dgtune/dgtune/mx/mlxeng/kernels"
@@ -88,10 +68,7 @@ func newExpertsKernel(device string) (k C.mlx_fast_cuda_kernel, ok bool) {
 	if !isCUDA(device) || os.Getenv(expertsEnv) == "dequant" {
 		return k, false
 	}
-	src, hdr := C.CString(kernels.ExpertsSource), C.CString(kernels.ExpertsHeader)
-	defer C.free(unsafe.Pointer(src))
-	defer C.free(unsafe.Pointer(hdr))
-	k = C.mlxeng_experts_kernel_new(src, hdr)
+	k = newCUDAKernel("dgtune_experts", []string{"x", "w", "scales", "biases", "idx"}, kernels.ExpertsSource, kernels.ExpertsHeader)
 	return k, k.ctx != nil
 }
 

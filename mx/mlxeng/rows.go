@@ -6,19 +6,12 @@ package mlxeng
 #include <stdlib.h>
 #include "mlx/c/mlx.h"
 
-// mlxeng_rows_kernel_new makes one of the row kernels (kernels.GatherRowsSource: inputs
-// src, idx; kernels.ScatterRowsSource: inputs g, idx) as an MLX custom CUDA kernel with
-// output out. Nothing compiles until its first use.
-mlx_fast_cuda_kernel mlxeng_rows_kernel_new(const char* name, const char* first, const char* source, const char* header) {
-	mlx_vector_string ins = mlx_vector_string_new(), outs = mlx_vector_string_new();
-	mlx_vector_string_append_value(ins, first);
-	mlx_vector_string_append_value(ins, "idx");
-	mlx_vector_string_append_value(outs, "out");
-	mlx_fast_cuda_kernel k = mlx_fast_cuda_kernel_new(name, ins, outs, source, header, true, 0);
-	mlx_vector_string_free(ins);
-	mlx_vector_string_free(outs);
-	return k;
-}
+int mlxeng_kernel_run(mlx_array* res, mlx_fast_cuda_kernel k, mlx_fast_cuda_kernel_config cfg,
+	const mlx_array* in, int n, mlx_stream s);
+int mlxeng_custom_apply(mlx_array* res, const mlx_vector_array in,
+	int (*fwd)(mlx_vector_array*, const mlx_vector_array, void*),
+	int (*vjp)(mlx_vector_array*, const mlx_vector_array, const mlx_vector_array, const mlx_vector_array, void*),
+	const void* payload, size_t size);
 
 // mlxeng_rows is what the take's closures need: the two kernels and the stream.
 typedef struct {
@@ -32,18 +25,14 @@ typedef struct {
 static int mlxeng_rows_run(mlx_array* res, mlx_fast_cuda_kernel k, const mlx_array a, const mlx_array idx,
 		int m, int threads, int rows, int h, mlx_dtype dt, int zero, int r, mlx_stream s) {
 	int shape[2] = {rows, h};
+	const mlx_array in[] = {a, idx};
 	mlx_fast_cuda_kernel_config cfg = mlx_fast_cuda_kernel_config_new();
-	mlx_vector_array ins = mlx_vector_array_new(), outs = mlx_vector_array_new();
 	int rc = mlx_fast_cuda_kernel_config_add_output_arg(cfg, shape, 2, dt) ||
 		mlx_fast_cuda_kernel_config_set_grid(cfg, m * threads, 1, 1) ||
 		mlx_fast_cuda_kernel_config_set_thread_group(cfg, threads, 1, 1) ||
 		(zero && mlx_fast_cuda_kernel_config_set_init_value(cfg, 0)) ||
 		(r && mlx_fast_cuda_kernel_config_add_template_arg_int(cfg, "R", rows)) ||
-		mlx_vector_array_append_value(ins, a) || mlx_vector_array_append_value(ins, idx) ||
-		mlx_fast_cuda_kernel_apply(&outs, k, ins, cfg, s) ||
-		mlx_vector_array_get(res, outs, 0);
-	mlx_vector_array_free(ins);
-	mlx_vector_array_free(outs);
+		mlxeng_kernel_run(res, k, cfg, in, 2, s);
 	mlx_fast_cuda_kernel_config_free(cfg);
 	return rc;
 }
@@ -88,26 +77,10 @@ static int mlxeng_rows_vjp(mlx_vector_array* res, const mlx_vector_array primals
 
 // mlxeng_rows_apply is the take x[idx] (idx flat) with the kernels' VJP.
 static int mlxeng_rows_apply(mlx_array* res, const mlx_array x, const mlx_array idx, mlxeng_rows k) {
-	mlxeng_rows* pf = malloc(sizeof k);
-	mlxeng_rows* pv = malloc(sizeof k);
-	if (pf == NULL || pv == NULL) {
-		free(pf);
-		free(pv);
-		return 1;
-	}
-	*pf = k;
-	*pv = k;
-	mlx_closure fwd = mlx_closure_new_func_payload(mlxeng_rows_forward, pf, free);
-	mlx_closure_custom vjp = mlx_closure_custom_new_func_payload(mlxeng_rows_vjp, pv, free);
-	mlx_closure f = mlx_closure_new();
-	mlx_vector_array in = mlx_vector_array_new(), out = mlx_vector_array_new();
+	mlx_vector_array in = mlx_vector_array_new();
 	int rc = mlx_vector_array_append_value(in, x) || mlx_vector_array_append_value(in, idx) ||
-		mlx_custom_vjp(&f, fwd, vjp) || mlx_closure_apply(&out, f, in) || mlx_vector_array_get(res, out, 0);
+		mlxeng_custom_apply(res, in, mlxeng_rows_forward, mlxeng_rows_vjp, &k, sizeof k);
 	mlx_vector_array_free(in);
-	mlx_vector_array_free(out);
-	mlx_closure_free(f);
-	mlx_closure_custom_free(vjp);
-	mlx_closure_free(fwd);
 	return rc;
 }
 */
@@ -115,7 +88,6 @@ import "C"
 
 import (
 	"os"
-	"unsafe"
 
 	"github.com/dgtune/dgtune/mx"
 	"github.com/dgtune/dgtune/mx/internal/dims"
@@ -145,18 +117,9 @@ func newRowKernels(device string) rowKernels {
 	if !isCUDA(device) || os.Getenv(rowsEnv) == "mlx" {
 		return rowKernels{}
 	}
-	hdr := C.CString(kernels.RowsHeader)
-	defer C.free(unsafe.Pointer(hdr))
-	make1 := func(name, first, source string) C.mlx_fast_cuda_kernel {
-		n, f, s := C.CString(name), C.CString(first), C.CString(source)
-		defer C.free(unsafe.Pointer(n))
-		defer C.free(unsafe.Pointer(f))
-		defer C.free(unsafe.Pointer(s))
-		return C.mlxeng_rows_kernel_new(n, f, s, hdr)
-	}
 	k := rowKernels{
-		gather:  make1("dgtune_gather_rows", "src", kernels.GatherRowsSource),
-		scatter: make1("dgtune_scatter_rows", "g", kernels.ScatterRowsSource),
+		gather:  newCUDAKernel("dgtune_gather_rows", []string{"src", "idx"}, kernels.GatherRowsSource, kernels.RowsHeader),
+		scatter: newCUDAKernel("dgtune_scatter_rows", []string{"g", "idx"}, kernels.ScatterRowsSource, kernels.RowsHeader),
 	}
 	k.ok = k.gather.ctx != nil && k.scatter.ctx != nil
 	return k

@@ -1,0 +1,90 @@
+//go:build mlx
+
+package mlxeng
+
+/*
+#include <stdlib.h>
+#include <string.h>
+#include "mlx/c/mlx.h"
+
+// mlxeng_kernel_new makes an MLX custom CUDA kernel (fast.cuda_kernel) from source and
+// header, with inputs named in[0..n) and one output named out. Nothing compiles until
+// its first use; MLX without CUDA gives a kernel whose ctx is NULL.
+mlx_fast_cuda_kernel mlxeng_kernel_new(const char* name, char** in, int n, const char* source, const char* header) {
+	mlx_vector_string ins = mlx_vector_string_new(), outs = mlx_vector_string_new();
+	for (int i = 0; i < n; i++) {
+		mlx_vector_string_append_value(ins, in[i]);
+	}
+	mlx_vector_string_append_value(outs, "out");
+	mlx_fast_cuda_kernel k = mlx_fast_cuda_kernel_new(name, ins, outs, source, header, true, 0);
+	mlx_vector_string_free(ins);
+	mlx_vector_string_free(outs);
+	return k;
+}
+
+// mlxeng_kernel_run launches kernel k, configured by cfg (its output, grid and template
+// constants), on the inputs in[0..n) and sets res to its one output.
+int mlxeng_kernel_run(mlx_array* res, mlx_fast_cuda_kernel k, mlx_fast_cuda_kernel_config cfg,
+		const mlx_array* in, int n, mlx_stream s) {
+	mlx_vector_array ins = mlx_vector_array_new(), outs = mlx_vector_array_new();
+	int rc = 0;
+	for (int i = 0; rc == 0 && i < n; i++) {
+		rc = mlx_vector_array_append_value(ins, in[i]);
+	}
+	rc = rc || mlx_fast_cuda_kernel_apply(&outs, k, ins, cfg, s) || mlx_vector_array_get(res, outs, 0);
+	mlx_vector_array_free(ins);
+	mlx_vector_array_free(outs);
+	return rc;
+}
+
+// mlxeng_custom_apply applies fwd to in with vjp as its VJP, writing the one output. Each
+// closure owns a copy of the size bytes of payload, freed with the last copy of the
+// closure (MLX keeps the VJP until the backward pass has used it).
+int mlxeng_custom_apply(mlx_array* res, const mlx_vector_array in,
+		int (*fwd)(mlx_vector_array*, const mlx_vector_array, void*),
+		int (*vjp)(mlx_vector_array*, const mlx_vector_array, const mlx_vector_array, const mlx_vector_array, void*),
+		const void* payload, size_t size) {
+	void* pf = malloc(size);
+	void* pv = malloc(size);
+	if (pf == NULL || pv == NULL) {
+		free(pf);
+		free(pv);
+		return 1;
+	}
+	memcpy(pf, payload, size);
+	memcpy(pv, payload, size);
+	mlx_closure cf = mlx_closure_new_func_payload(fwd, pf, free);
+	mlx_closure_custom cv = mlx_closure_custom_new_func_payload(vjp, pv, free);
+	mlx_closure f = mlx_closure_new();
+	mlx_vector_array out = mlx_vector_array_new();
+	int rc = mlx_custom_vjp(&f, cf, cv) || mlx_closure_apply(&out, f, in) || mlx_vector_array_get(res, out, 0);
+	mlx_vector_array_free(out);
+	mlx_closure_free(f);
+	mlx_closure_custom_free(cv);
+	mlx_closure_free(cf);
+	return rc;
+}
+*/
+import "C"
+
+import "unsafe"
+
+// The engine's custom kernels (experts.go, dequant_kernel.go, rows.go) and custom-VJP
+// ops (dequant.go, rows.go) share these helpers; their C code declares them.
+
+// newCUDAKernel makes the custom CUDA kernel name from source and header with the named
+// inputs and one output, out (ctx nil where MLX has no CUDA).
+func newCUDAKernel(name string, inputs []string, source, header string) C.mlx_fast_cuda_kernel {
+	n, src, hdr := C.CString(name), C.CString(source), C.CString(header)
+	defer C.free(unsafe.Pointer(n))
+	defer C.free(unsafe.Pointer(src))
+	defer C.free(unsafe.Pointer(hdr))
+	in := (**C.char)(C.malloc(C.size_t(len(inputs)) * C.size_t(unsafe.Sizeof((*C.char)(nil)))))
+	defer C.free(unsafe.Pointer(in))
+	names := unsafe.Slice(in, len(inputs))
+	for i, s := range inputs {
+		names[i] = C.CString(s)
+		defer C.free(unsafe.Pointer(names[i]))
+	}
+	return C.mlxeng_kernel_new(n, in, C.int(len(inputs)), src, hdr)
+}
