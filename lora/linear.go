@@ -77,12 +77,13 @@ func (l *Linear) ForwardPass(x *mx.Array, p diffusiongemma.Pass) *mx.Array {
 		}
 	}
 	base := l.base(x, p)
-	xa := mx.Matmul(xd, a)
 	if x.DType() == mx.Float32 {
 		// One op for base(x) + scale·(x·A)·B, rounding as the three would.
-		return mx.AddMM(base, xa, b, l.Scale, 1)
+		return mx.AddMM(base, mx.Matmul(xd, a), b, l.Scale, 1)
 	}
-	return mx.Add(base, mx.AsType(mx.MulScalar(mx.Matmul(xa, b), l.Scale), x.DType()))
+	// Narrower activations: the term in the factors' float32, cast, then added (one op
+	// on an engine with fused LoRA kernels).
+	return mx.LoRAAdd(base, xd, a, b, l.Scale)
 }
 
 // base is the base linear's output for x in pass p.

@@ -283,6 +283,36 @@ func LoRAQuantized(x, wq, scales, biases *Array, groupSize, bits int, a, b *Arra
 	return AddMM(QuantizedMatmul(x, wq, scales, biases, true, groupSize, bits), Matmul(x, a), b, alpha, 1)
 }
 
+// LoRAAdder is the optional capability of an engine that adds a LoRA adapter's term to
+// a base linear's output as one op (LoRAAdd). ok false leaves these arrays to the
+// composition.
+type LoRAAdder interface {
+	LoRAAdd(base, x, a, b Handle, alpha float64) (h Handle, ok bool)
+}
+
+// LoRAAdd is base + AsType(alpha·((x·a)·b), x's dtype) for activations x [..., K] and
+// base [..., N] of one dtype, and factors a [K, r], b [r, N] (float32 for training):
+// a LoRA adapter's term on its base linear's output with the activations narrower than
+// the factors (bfloat16 compute). An engine that has it (LoRAAdder) may compute it as
+// one op — MLX-CUDA's composition takes ~14 kernels forward and backward, most of them
+// tiny — with the composition's values up to float32 rounding of the sums; elsewhere it
+// is the composition Add(base, AsType(MulScalar(Matmul(Matmul(x, a), b), alpha),
+// x.DType())).
+func LoRAAdd(base, x, a, b *Array, alpha float64) *Array {
+	e := sameEngine("lora_add", base, x, a, b)
+	checkLoRA("lora_add", x, []int{b.Dim(-1), x.Dim(-1)}, a, b)
+	if bs, xs := base.Shape(), x.Shape(); len(bs) != len(xs) || !slices.Equal(bs[:len(bs)-1], xs[:len(xs)-1]) || bs[len(bs)-1] != b.Dim(-1) || base.DType() != x.DType() {
+		panic(fmt.Sprintf("mx: lora_add: base %v %s for x %v %s and b %v (want x's dtype and leading axes, b's last axis)",
+			bs, base.DType(), xs, x.DType(), b.Shape()))
+	}
+	if f, ok := e.(LoRAAdder); ok {
+		if h, ok := f.LoRAAdd(base.h, x.h, a.h, b.h, alpha); ok {
+			return Wrap(e, h)
+		}
+	}
+	return Add(base, AsType(MulScalar(Matmul(Matmul(x, a), b), alpha), x.DType()))
+}
+
 // checkLoRA checks x [..., K] against a base weight of logical shape [N, K] and the
 // factors a [K, r], b [r, N].
 func checkLoRA(op string, x *Array, w []int, a, b *Array) {

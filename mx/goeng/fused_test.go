@@ -303,3 +303,53 @@ func TestLoRALinear(t *testing.T) {
 		t.Errorf("bad b: panic %q", msg)
 	}
 }
+
+// TestLoRAAdd: on an engine without LoRA kernels LoRAAdd is its composition — the term
+// in the factors' float32, cast to the activations' bfloat16, added — forward and for
+// every cotangent; arrays that do not fit are refused with the op's name.
+func TestLoRAAdd(t *testing.T) {
+	e := mxtest.Go(t)
+	rng := rand.New(rand.NewPCG(41, 42))
+	const k, n, r, alpha = 40, 24, 4, 1.5
+	bf := func(shape ...int) *mx.Array { return mx.AsType(mxtest.RandN(e, rng, shape...), mx.BFloat16) }
+	args := []*mx.Array{bf(2, 3, n), bf(2, 3, k), mx.MulScalar(mxtest.RandN(e, rng, k, r), 0.1), mxtest.RandN(e, rng, r, n)}
+	proj := mxtest.RandN(e, rng, 2, 3, n)
+	loss := func(f func([]*mx.Array) *mx.Array) func([]*mx.Array) []*mx.Array {
+		return func(v []*mx.Array) []*mx.Array {
+			return []*mx.Array{mx.Sum(mx.Multiply(mx.AsType(f(v), mx.Float32), proj), false), f(v)}
+		}
+	}
+	fused := func(v []*mx.Array) *mx.Array { return mx.LoRAAdd(v[0], v[1], v[2], v[3], alpha) }
+	composed := func(v []*mx.Array) *mx.Array {
+		return mx.Add(v[0], mx.AsType(mx.MulScalar(mx.Matmul(mx.Matmul(v[1], v[2]), v[3]), alpha), mx.BFloat16))
+	}
+	v0, g0 := mx.ValueAndGrad(loss(fused), 0, 1, 2, 3)(args)
+	v1, g1 := mx.ValueAndGrad(loss(composed), 0, 1, 2, 3)(args)
+	if v0[1].DType() != mx.BFloat16 || !slices.Equal(mx.AsType(v0[1], mx.Float32).Float32s(), mx.AsType(v1[1], mx.Float32).Float32s()) {
+		t.Errorf("forward %s differs from the composition", v0[1].DType())
+	}
+	for i, name := range []string{"d base", "dx", "da", "db"} {
+		if !slices.Equal(mx.AsType(g0[i], mx.Float32).Float32s(), mx.AsType(g1[i], mx.Float32).Float32s()) {
+			t.Errorf("%s differs from the composition's", name)
+		}
+	}
+	for _, c := range []struct {
+		name string
+		args []*mx.Array
+		want string
+	}{
+		{"b's width", []*mx.Array{args[0], args[1], args[2], mxtest.RandN(e, rng, r, n+1)}, "lora_add: base [2 3 24] bfloat16 for x [2 3 40] bfloat16 and b [4 25]"},
+		{"a's height", []*mx.Array{args[0], args[1], mxtest.RandN(e, rng, k+1, r), args[3]}, "lora_add: x [2 3 40], weight [24 40], a [41 4]"},
+		{"base's rows", []*mx.Array{bf(3, 3, n), args[1], args[2], args[3]}, "lora_add: base [3 3 24] bfloat16 for x [2 3 40]"},
+		{"base's dtype", []*mx.Array{mxtest.RandN(e, rng, 2, 3, n), args[1], args[2], args[3]}, "lora_add: base [2 3 24] float32"},
+	} {
+		msg := func() (msg string) {
+			defer func() { msg = fmt.Sprint(recover()) }()
+			fused(c.args)
+			return "no panic"
+		}()
+		if !strings.Contains(msg, c.want) {
+			t.Errorf("%s: panic %q, want %q", c.name, msg, c.want)
+		}
+	}
+}

@@ -76,7 +76,7 @@ func newDequantKernel(device string) (k C.mlx_fast_cuda_kernel, ok bool) {
 	if !isCUDA(device) || os.Getenv(dequantEnv) == "mlx" {
 		return k, false
 	}
-	k = newCUDAKernel("dgtune_dequantize", []string{"w", "scales", "biases"}, kernels.DequantizeSource, kernels.DequantizeHeader)
+	k = newCUDAKernel("dgtune_dequantize", []string{"w", "scales", "biases"}, []string{"out"}, kernels.DequantizeSource, kernels.DequantizeHeader)
 	return k, k.ctx != nil
 }
 

@@ -191,6 +191,9 @@ type Engine struct {
 	// rows: takes of rows through the engine's kernels on CUDA (rows.go).
 	rows rowKernels
 
+	// lora: LoRA adapters' terms through the engine's kernels on CUDA (lora.go).
+	lora loraKernels
+
 	// boolMasks passes boolean attention masks to MLX as they are instead of as additive
 	// ones (fast.go: additiveMask); only a test sets it, to compare the two.
 	boolMasks bool
@@ -288,6 +291,7 @@ func newEngine() (*Engine, error) {
 	e.expertsKernel, e.fusedExperts = newExpertsKernel(e.device)
 	e.dequantKernel, e.fastDequant = newDequantKernel(e.device)
 	e.rows = newRowKernels(e.device)
+	e.lora = newLoRAKernels(e.device)
 	if e.device == "gpu" {
 		// MLX's own limit is 95 % of the card; start well inside it (callers may set
 		// another with mx.SetMemoryLimit).

@@ -68,7 +68,7 @@ func newExpertsKernel(device string) (k C.mlx_fast_cuda_kernel, ok bool) {
 	if !isCUDA(device) || os.Getenv(expertsEnv) == "dequant" {
 		return k, false
 	}
-	k = newCUDAKernel("dgtune_experts", []string{"x", "w", "scales", "biases", "idx"}, kernels.ExpertsSource, kernels.ExpertsHeader)
+	k = newCUDAKernel("dgtune_experts", []string{"x", "w", "scales", "biases", "idx"}, []string{"out"}, kernels.ExpertsSource, kernels.ExpertsHeader)
 	return k, k.ctx != nil
 }
 

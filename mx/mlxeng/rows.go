@@ -118,8 +118,8 @@ func newRowKernels(device string) rowKernels {
 		return rowKernels{}
 	}
 	k := rowKernels{
-		gather:  newCUDAKernel("dgtune_gather_rows", []string{"src", "idx"}, kernels.GatherRowsSource, kernels.RowsHeader),
-		scatter: newCUDAKernel("dgtune_scatter_rows", []string{"g", "idx"}, kernels.ScatterRowsSource, kernels.RowsHeader),
+		gather:  newCUDAKernel("dgtune_gather_rows", []string{"src", "idx"}, []string{"out"}, kernels.GatherRowsSource, kernels.RowsHeader),
+		scatter: newCUDAKernel("dgtune_scatter_rows", []string{"g", "idx"}, []string{"out"}, kernels.ScatterRowsSource, kernels.RowsHeader),
 	}
 	k.ok = k.gather.ctx != nil && k.scatter.ctx != nil
 	return k

@@ -211,3 +211,77 @@ func TestRowKernelsEmulated(t *testing.T) {
 		})
 	}
 }
+
+// loraHarness wraps LoRAHeader and the three LoRA kernels in C++ function templates for
+// the emulation, and launches one of them a block at a time, the block's threads as
+// std::threads that drop from the block's barrier when they return
+// (testdata/emu_lora.cpp calls it).
+const loraHarness = `#include "emu_prelude.h"
+%s
+template <int R, int K, int M, int ALPHA, typename T>
+void forward_body(const T* base, const T* x, const Shape x_shape, const float* a, const float* b, T* out) {
+%s
+}
+template <int R, int K, int M, int ALPHA, typename T>
+void rows_body(const T* x, const Shape x_shape, const T* g, const float* a, const float* b, T* dx, float* ut) {
+%s
+}
+template <int R, int K, int M, int ALPHA, typename T>
+void columns_body(const T* x, const Shape x_shape, const T* g, const float* ut, float* da, float* db) {
+%s
+}
+template <typename F>
+void launch(int blocks, int threads, F body) {
+  for (int bx = 0; bx < blocks; bx++) {
+    std::barrier<> bar(threads);
+    emu_bar = &bar;
+    std::vector<std::thread> ts;
+    for (int t = 0; t < threads; t++)
+      ts.emplace_back([&, t] {
+        threadIdx = {t, 0, 0};
+        blockIdx = {bx, 0, 0};
+        blockDim = {threads, 1, 1};
+        gridDim = {blocks, 1, 1};
+        body();
+        emu_bar->arrive_and_drop();
+      });
+    for (auto& t : ts) t.join();
+  }
+}
+`
+
+// TestLoRAKernelsEmulated runs LoRAForwardSource, LoRARowsBackwardSource and
+// LoRAColumnsBackwardSource on the CPU emulation for bfloat16 and float32 activations,
+// ranks 1 to 32, widths below, at and past a warp's 32 lanes and row counts that leave
+// a block's last warps idle, against float64 references (testdata/emu_lora.cpp): each
+// value within float32 rounding of sums of its terms' magnitudes, plus the roundings to
+// the activations' type the composition makes. The GPU test is mlxeng's
+// TestLoRAAddMatchesComposition.
+func TestLoRAKernelsEmulated(t *testing.T) {
+	cxx, dir := emulation(t, fmt.Sprintf(loraHarness, LoRAHeader, LoRAForwardSource, LoRARowsBackwardSource, LoRAColumnsBackwardSource), "emu_lora.cpp")
+	cases := []struct {
+		r, k, m, n int
+		alpha      string
+	}{
+		{8, 96, 72, 7, "2.0f"},
+		{1, 40, 33, 1, "0.37f"},
+		{13, 70, 100, 9, "-1.5f"},
+		{32, 64, 64, 5, "16.0f"},
+		{16, 31, 17, 12, "0.125f"},
+	}
+	for _, typ := range []string{"__nv_bfloat16", "float"} {
+		for _, c := range cases {
+			name := fmt.Sprintf("%s/r%d_k%d_m%d_n%d", strings.TrimPrefix(typ, "__nv_"), c.r, c.k, c.m, c.n)
+			t.Run(name, func(t *testing.T) {
+				flags := []string{"-DT_=" + typ, "-DR_=" + strconv.Itoa(c.r), "-DK_=" + strconv.Itoa(c.k), "-DM_=" + strconv.Itoa(c.m),
+					"-DN_=" + strconv.Itoa(c.n), "-DALPHA_=" + c.alpha}
+				out := runEmulation(t, cxx, dir, "emu_lora.cpp", strings.ReplaceAll(name, "/", "_"), flags, nil, nil)
+				m := regexp.MustCompile(`checks (\d+) bad (\d+)`).FindStringSubmatch(out)
+				want := c.n*c.m + c.n*2*c.r + c.n*c.k + c.k*c.r + c.r*c.m
+				if m == nil || m[1] != strconv.Itoa(want) || m[2] != "0" {
+					t.Fatalf("emulation reported %q, want checks %d bad 0", strings.TrimSpace(out), want)
+				}
+			})
+		}
+	}
+}

@@ -1,13 +1,18 @@
 package kernels
 
-// RowsHeader is included before GatherRowsSource and ScatterRowsSource: conversions
-// between the arrays' element types and float32, and atomic adds into bfloat16 pairs and
-// floats. The CPU emulation (testdata/emu_prelude.h) defines the CUDA intrinsics these use.
-const RowsHeader = `
+// conversions begins the headers of the kernels that read bfloat16 or float32 arrays:
+// dg_float reads an element as float32, dg_store rounds a float32 to the element's type.
+const conversions = `
 __device__ __forceinline__ float dg_float(float v) { return v; }
 __device__ __forceinline__ float dg_float(__nv_bfloat16 v) { return __bfloat162float(v); }
 __device__ __forceinline__ void dg_store(float v, float& out) { out = v; }
 __device__ __forceinline__ void dg_store(float v, __nv_bfloat16& out) { out = __float2bfloat16_rn(v); }
+`
+
+// RowsHeader is included before GatherRowsSource and ScatterRowsSource: conversions
+// between the arrays' element types and float32, and atomic adds into bfloat16 pairs and
+// floats. The CPU emulation (testdata/emu_prelude.h) defines the CUDA intrinsics these use.
+const RowsHeader = conversions + `
 // dg_add2 adds a and b to the adjacent elements p[0] and p[1] (p 4-byte aligned).
 __device__ __forceinline__ void dg_add2(float* p, float a, float b) { atomicAdd(p, a); atomicAdd(p + 1, b); }
 __device__ __forceinline__ void dg_add2(__nv_bfloat16* p, float a, float b) {

@@ -40,11 +40,24 @@ static inline uint4 make_uint4(uint32_t a, uint32_t b, uint32_t c, uint32_t d) {
 struct dim3e { int x, y, z; };
 thread_local dim3e threadIdx, blockIdx, gridDim, blockDim;
 static inline float __fmul_rn(float a, float b) { volatile float p = a * b; return p; }
+static inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
 static inline float __fadd_rn(float a, float b) { volatile float s = a + b; return s; }
 #define __device__
 #define __forceinline__ inline
 std::barrier<>* emu_bar;
 #define __syncthreads() emu_bar->arrive_and_wait()
+// A warp's shuffle through a slot a thread: every thread of the block must reach it at
+// the same point, as the emulation's barrier is the block's (a harness makes a thread
+// that has returned drop from the barrier, as a finished warp leaves the GPU's).
+static float emu_shfl[1024];
+static inline float __shfl_xor_sync(unsigned, float v, int lane_mask) {
+  const int t = threadIdx.x;
+  emu_shfl[t] = v;
+  emu_bar->arrive_and_wait();
+  const float r = emu_shfl[t ^ lane_mask];
+  emu_bar->arrive_and_wait();
+  return r;
+}
 #define __shared__ static
 #define __align__(n) __attribute__((aligned(n)))
 namespace nvcuda { namespace wmma {

@@ -1,0 +1,206 @@
+//go:build mlx
+
+package mlxeng
+
+/*
+#include <stdlib.h>
+#include "mlx/c/mlx.h"
+
+int mlxeng_kernel_run_n(mlx_array* res, int nres, mlx_fast_cuda_kernel k, mlx_fast_cuda_kernel_config cfg,
+	const mlx_array* in, int n, mlx_stream s);
+int mlxeng_custom_apply(mlx_array* res, const mlx_vector_array in,
+	int (*fwd)(mlx_vector_array*, const mlx_vector_array, void*),
+	int (*vjp)(mlx_vector_array*, const mlx_vector_array, const mlx_vector_array, const mlx_vector_array, void*),
+	const void* payload, size_t size);
+
+// mlxeng_lora is what the op's closures need: the three kernels, α's float32 bits and
+// the stream.
+typedef struct {
+	mlx_fast_cuda_kernel fwd, rows, cols;
+	int alpha;
+	mlx_stream s;
+} mlxeng_lora;
+
+// mlxeng_lora_run launches kernel k over threads threads in blocks of tg with the
+// template constants R, K, M and ALPHA on in[0..nin), writing the outputs res[0..nout)
+// of shapes shapes[i][0..2) and dtypes dts[i].
+static int mlxeng_lora_run(mlx_array* res, int nout, int shapes[][2], const mlx_dtype* dts, mlx_fast_cuda_kernel k,
+		const mlx_array* in, int nin, int threads, int tg, int r, int kk, int m, const mlxeng_lora* p) {
+	mlx_fast_cuda_kernel_config cfg = mlx_fast_cuda_kernel_config_new();
+	int rc = 0;
+	for (int i = 0; rc == 0 && i < nout; i++) {
+		rc = mlx_fast_cuda_kernel_config_add_output_arg(cfg, shapes[i], 2, dts[i]);
+	}
+	rc = rc || mlx_fast_cuda_kernel_config_set_grid(cfg, threads, 1, 1) ||
+		mlx_fast_cuda_kernel_config_set_thread_group(cfg, tg, 1, 1) ||
+		mlx_fast_cuda_kernel_config_add_template_arg_int(cfg, "R", r) ||
+		mlx_fast_cuda_kernel_config_add_template_arg_int(cfg, "K", kk) ||
+		mlx_fast_cuda_kernel_config_add_template_arg_int(cfg, "M", m) ||
+		mlx_fast_cuda_kernel_config_add_template_arg_int(cfg, "ALPHA", p->alpha) ||
+		mlxeng_kernel_run_n(res, nout, k, cfg, in, nin, p->s);
+	mlx_fast_cuda_kernel_config_free(cfg);
+	return rc;
+}
+
+// mlxeng_lora_forward: inputs [base [N, M], x [N, K], a [K, R], b [R, M]] → [out [N, M]].
+static int mlxeng_lora_forward(mlx_vector_array* res, const mlx_vector_array in, void* payload) {
+	const mlxeng_lora* p = (const mlxeng_lora*)payload;
+	mlx_array v[4] = {mlx_array_new(), mlx_array_new(), mlx_array_new(), mlx_array_new()};
+	mlx_array out = mlx_array_new();
+	int rc = 0;
+	for (int i = 0; rc == 0 && i < 4; i++) {
+		rc = mlx_vector_array_get(&v[i], in, i);
+	}
+	if (rc == 0) {
+		int n = mlx_array_dim(v[1], 0), k = mlx_array_dim(v[1], 1), r = mlx_array_dim(v[2], 1), m = mlx_array_dim(v[3], 1);
+		int shapes[1][2] = {{n, m}};
+		mlx_dtype dts[1] = {mlx_array_dtype(v[1])};
+		rc = mlxeng_lora_run(&out, 1, shapes, dts, p->fwd, v, 4, (n + 3) / 4 * 128, 128, r, k, m, p) ||
+			mlx_vector_array_set_data(res, &out, 1);
+	}
+	for (int i = 0; i < 4; i++) {
+		mlx_array_free(v[i]);
+	}
+	mlx_array_free(out);
+	return rc;
+}
+
+// mlxeng_lora_vjp: the cotangent g of out → [g (base's), dx, da, db], by the rows kernel
+// (dx and ut = (x·a, (α·g)·bᵀ)) and then the columns kernel (da, db).
+static int mlxeng_lora_vjp(mlx_vector_array* res, const mlx_vector_array primals, const mlx_vector_array cots,
+		const mlx_vector_array outs, void* payload) {
+	const mlxeng_lora* p = (const mlxeng_lora*)payload;
+	mlx_array x = mlx_array_new(), a = mlx_array_new(), b = mlx_array_new(), g = mlx_array_new();
+	mlx_array rows[2] = {mlx_array_new(), mlx_array_new()};  // dx, ut
+	mlx_array cols[2] = {mlx_array_new(), mlx_array_new()};  // da, db
+	int rc = mlx_vector_array_get(&x, primals, 1) || mlx_vector_array_get(&a, primals, 2) ||
+		mlx_vector_array_get(&b, primals, 3) || mlx_vector_array_get(&g, cots, 0);
+	if (rc == 0) {
+		int n = mlx_array_dim(x, 0), k = mlx_array_dim(x, 1), r = mlx_array_dim(a, 1), m = mlx_array_dim(b, 1);
+		int rs[2][2] = {{n, k}, {n, 2 * r}}, cs[2][2] = {{k, r}, {r, m}};
+		mlx_dtype rdt[2] = {mlx_array_dtype(x), MLX_FLOAT32}, cdt[2] = {MLX_FLOAT32, MLX_FLOAT32};
+		const mlx_array rin[4] = {x, g, a, b};
+		rc = mlxeng_lora_run(rows, 2, rs, rdt, p->rows, rin, 4, (n + 3) / 4 * 128, 128, r, k, m, p);
+		if (rc == 0) {
+			const mlx_array cin[3] = {x, g, rows[1]};
+			rc = mlxeng_lora_run(cols, 2, cs, cdt, p->cols, cin, 3, ((k + 31) / 32 + (m + 31) / 32) * 256, 256, r, k, m, p);
+		}
+		const mlx_array grads[4] = {g, rows[0], cols[0], cols[1]};
+		rc = rc || mlx_vector_array_set_data(res, grads, 4);
+	}
+	mlx_array_free(x);
+	mlx_array_free(a);
+	mlx_array_free(b);
+	mlx_array_free(g);
+	for (int i = 0; i < 2; i++) {
+		mlx_array_free(rows[i]);
+		mlx_array_free(cols[i]);
+	}
+	return rc;
+}
+
+// mlxeng_lora_apply is base + cast(α·((x·a)·b)) with the kernels' VJP (x [N, K], base [N, M]).
+static int mlxeng_lora_apply(mlx_array* res, const mlx_array base, const mlx_array x, const mlx_array a,
+		const mlx_array b, mlxeng_lora p) {
+	mlx_vector_array in = mlx_vector_array_new();
+	int rc = mlx_vector_array_append_value(in, base) || mlx_vector_array_append_value(in, x) ||
+		mlx_vector_array_append_value(in, a) || mlx_vector_array_append_value(in, b) ||
+		mlxeng_custom_apply(res, in, mlxeng_lora_forward, mlxeng_lora_vjp, &p, sizeof p);
+	mlx_vector_array_free(in);
+	return rc;
+}
+*/
+import "C"
+
+import (
+	"math"
+	"os"
+
+	"github.com/dgtune/dgtune/mx"
+	"github.com/dgtune/dgtune/mx/internal/dims"
+	"github.com/dgtune/dgtune/mx/mlxeng/kernels"
+)
+
+// LoRA adapters' terms on MLX-CUDA (the default there; MLXENG_LORA=mlx turns it off).
+// With bfloat16 activations and float32 factors a LoRA linear adds
+// cast(α·((x·a)·b)) to its base's output; MLX-CUDA composes that from ~14 kernels
+// forward and backward — casts, cuBLAS products of rank r with their split-K reductions,
+// a scale, an add — each a launch, and each product a cuBLASLt set-up on the host, which
+// paces the real 26B-A4B geometry's step. kernels.LoRAForwardSource does the forward in
+// one launch, LoRARowsBackwardSource and LoRAColumnsBackwardSource the backward in two.
+// Their sums are float32 with fused multiply-adds in their own order, so the values are
+// the composition's up to float32 rounding of those sums (and of the bfloat16 results
+// that follow from them).
+
+// loraEnv turns the LoRA kernels off ("mlx": MLX's composition).
+const loraEnv = "MLXENG_LORA"
+
+// maxLoRARank bounds the kernels' rank: two rank-length float arrays a thread, and the
+// columns kernel's 8·32·(r+1) floats of shared memory.
+const maxLoRARank = 32
+
+// loraKernels holds the three kernels; ok false leaves adapters to the composition.
+type loraKernels struct {
+	fwd, rows, cols C.mlx_fast_cuda_kernel
+	ok              bool
+}
+
+// newLoRAKernels makes the LoRA kernels on a CUDA GPU unless the environment turns them off.
+func newLoRAKernels(device string) loraKernels {
+	if !isCUDA(device) || os.Getenv(loraEnv) == "mlx" {
+		return loraKernels{}
+	}
+	k := loraKernels{
+		fwd: newCUDAKernel("dgtune_lora_forward", []string{"base", "x", "a", "b"}, []string{"out"},
+			kernels.LoRAForwardSource, kernels.LoRAHeader),
+		rows: newCUDAKernel("dgtune_lora_rows", []string{"x", "g", "a", "b"}, []string{"dx", "ut"},
+			kernels.LoRARowsBackwardSource, kernels.LoRAHeader),
+		cols: newCUDAKernel("dgtune_lora_columns", []string{"x", "g", "ut"}, []string{"da", "db"},
+			kernels.LoRAColumnsBackwardSource, kernels.LoRAHeader),
+	}
+	k.ok = k.fwd.ctx != nil && k.rows.ctx != nil && k.cols.ctx != nil
+	return k
+}
+
+// addsLoRA reports whether LoRAAdd goes through the kernels: bfloat16 x [..., K] and base
+// [..., M], float32 a [K, r] and b [r, M] with 1 ≤ r ≤ maxLoRARank, at least one row,
+// and every array's elements indexable by int.
+func (e *Engine) addsLoRA(base, x, a, b *array) bool {
+	if !e.lora.ok || x.dt != mx.BFloat16 || base.dt != mx.BFloat16 || a.dt != mx.Float32 || b.dt != mx.Float32 {
+		return false
+	}
+	if len(x.shape) < 1 || len(a.shape) != 2 || len(b.shape) != 2 {
+		return false
+	}
+	k, r, m := x.shape[len(x.shape)-1], a.shape[1], b.shape[1]
+	if k == 0 || m == 0 || r < 1 || r > maxLoRARank {
+		return false
+	}
+	n := dims.Numel(x.shape) / k
+	return n > 0 && n*max(k, m, 2*r) < 1<<31 && k*r < 1<<31 && r*m < 1<<31
+}
+
+// LoRAAdd implements mx.LoRAAdder: base + cast(α·((x·a)·b)) through the LoRA kernels,
+// where addsLoRA takes the arrays.
+func (e *Engine) LoRAAdd(hbase, hx, ha, hb mx.Handle, alpha float64) (mx.Handle, bool) {
+	base, x, a, b := get(hbase), get(hx), get(ha), get(hb)
+	if !e.addsLoRA(base, x, a, b) {
+		return nil, false
+	}
+	k, m := x.shape[len(x.shape)-1], b.shape[1]
+	n, shape := dims.Numel(x.shape)/k, base.shape
+	if len(x.shape) != 2 {
+		x = e.reshape(x, []int{n, k})
+		defer e.free(x)
+		base = e.reshape(base, []int{n, m})
+		defer e.free(base)
+	}
+	p := C.mlxeng_lora{fwd: e.lora.fwd, rows: e.lora.rows, cols: e.lora.cols,
+		alpha: C.int(int32(math.Float32bits(float32(alpha)))), s: e.stream}
+	out := e.op("lora_add", func(res *C.mlx_array) C.int { return C.mlxeng_lora_apply(res, base.c, x.c, a.c, b.c, p) })
+	if len(shape) == 2 {
+		return out, true
+	}
+	defer e.free(out)
+	return e.reshape(out, shape), true
+}
