@@ -14,7 +14,8 @@ int mlxeng_custom_apply(mlx_array* res, const mlx_vector_array in,
 	const void* payload, size_t size);
 
 // mlxeng_lora is what the op's closures need: the three kernels, α's float32 bits and
-// the stream.
+// the stream. The kernels take |α|'s bits and the sign apart: MLX names a kernel after
+// its template constants, and a name cannot hold a minus sign.
 typedef struct {
 	mlx_fast_cuda_kernel fwd, rows, cols;
 	int alpha;
@@ -22,7 +23,7 @@ typedef struct {
 } mlxeng_lora;
 
 // mlxeng_lora_run launches kernel k over threads threads in blocks of tg with the
-// template constants R, K, M and ALPHA on in[0..nin), writing the outputs res[0..nout)
+// template constants R, K, M, ALPHA and NEG on in[0..nin), writing the outputs res[0..nout)
 // of shapes shapes[i][0..2) and dtypes dts[i].
 static int mlxeng_lora_run(mlx_array* res, int nout, int shapes[][2], const mlx_dtype* dts, mlx_fast_cuda_kernel k,
 		const mlx_array* in, int nin, int threads, int tg, int r, int kk, int m, const mlxeng_lora* p) {
@@ -36,7 +37,8 @@ static int mlxeng_lora_run(mlx_array* res, int nout, int shapes[][2], const mlx_
 		mlx_fast_cuda_kernel_config_add_template_arg_int(cfg, "R", r) ||
 		mlx_fast_cuda_kernel_config_add_template_arg_int(cfg, "K", kk) ||
 		mlx_fast_cuda_kernel_config_add_template_arg_int(cfg, "M", m) ||
-		mlx_fast_cuda_kernel_config_add_template_arg_int(cfg, "ALPHA", p->alpha) ||
+		mlx_fast_cuda_kernel_config_add_template_arg_int(cfg, "ALPHA", p->alpha & 0x7fffffff) ||
+		mlx_fast_cuda_kernel_config_add_template_arg_bool(cfg, "NEG", p->alpha < 0) ||
 		mlxeng_kernel_run_n(res, nout, k, cfg, in, nin, p->s);
 	mlx_fast_cuda_kernel_config_free(cfg);
 	return rc;

@@ -218,15 +218,15 @@ func TestRowKernelsEmulated(t *testing.T) {
 // (testdata/emu_lora.cpp calls it).
 const loraHarness = `#include "emu_prelude.h"
 %s
-template <int R, int K, int M, int ALPHA, typename T>
+template <int R, int K, int M, int ALPHA, bool NEG, typename T>
 void forward_body(const T* base, const T* x, const Shape x_shape, const float* a, const float* b, T* out) {
 %s
 }
-template <int R, int K, int M, int ALPHA, typename T>
+template <int R, int K, int M, int ALPHA, bool NEG, typename T>
 void rows_body(const T* x, const Shape x_shape, const T* g, const float* a, const float* b, T* dx, float* ut) {
 %s
 }
-template <int R, int K, int M, int ALPHA, typename T>
+template <int R, int K, int M, int ALPHA, bool NEG, typename T>
 void columns_body(const T* x, const Shape x_shape, const T* g, const float* ut, float* da, float* db) {
 %s
 }

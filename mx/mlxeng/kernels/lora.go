@@ -9,8 +9,8 @@ package kernels
 // per-product cuBLASLt set-up, which pace the real 26B-A4B geometry's step on the H200.
 //
 // Arrays: x [N, K] and base, out, g [N, M] of the activations' type; a [K, R] and b
-// [R, M] float32 (the adapter's factors); α is the template constant ALPHA, a float32's
-// bits. Every sum is float32 with fused multiply-adds; the products' orders differ from
+// [R, M] float32 (the adapter's factors); α is given by the template constants ALPHA, the
+// bits of |α| as a float32, and NEG, its sign. Every sum is float32 with fused multiply-adds; the products' orders differ from
 // cuBLAS's, so the values match MLX's composition to float32 rounding, not bit for bit.
 
 // LoRAHeader is included before the LoRA kernels: conversions, a warp's all-reduce and a
@@ -20,6 +20,10 @@ const LoRAHeader = conversions + `
 // dg_round is v rounded to T and back: the cast MLX's composition makes of α·(x·a)·b.
 __device__ __forceinline__ float dg_round(float v, float*) { return v; }
 __device__ __forceinline__ float dg_round(float v, __nv_bfloat16*) { return __bfloat162float(__float2bfloat16_rn(v)); }
+// dg_alpha is α from the template constants: ALPHA the bits of |α| as a float32, NEG its
+// sign (MLX names a kernel after its constants, and a name cannot hold a minus sign).
+template <int ALPHA, bool NEG>
+__device__ __forceinline__ float dg_alpha() { return NEG ? -__int_as_float(ALPHA) : __int_as_float(ALPHA); }
 // dg_warp_sum leaves every lane of a warp with the sums of v over the warp. The butterfly
 // adds the same two operands in both lanes of each pair, so every lane ends with the same
 // bits.
@@ -48,7 +52,7 @@ __device__ __forceinline__ void dg_row_times_a(const T* x_row, const float* a, i
 // LoRAForwardSource is out = base + cast(α·((x·a)·b)), the cast to out's type and the add
 // rounded as MLX's composition rounds them (the scaled term to T, then the sum to T). A
 // warp per row: t = x[n]·a summed across the warp, then each lane's columns of t·b. MLX
-// declares base, x, x_shape, a, b and out; template constants R, K, M, ALPHA. Launch:
+// declares base, x, x_shape, a, b and out; template constants R, K, M, ALPHA, NEG. Launch:
 // grid (⌈N/4⌉·128, 1, 1) in blocks of 128 (4 rows a block).
 const LoRAForwardSource = `
   const int N = x_shape[0];
@@ -57,7 +61,7 @@ const LoRAForwardSource = `
   if (n >= (size_t)N) return;  // a whole warp at once
   float t[R];
   dg_row_times_a<R, K>(x + n * K, a, lane, t);
-  const float alpha = __int_as_float(ALPHA);
+  const float alpha = dg_alpha<ALPHA, NEG>();
   for (int j = lane; j < M; j += 32) {
     float y = 0.0f;
 #pragma unroll
@@ -71,7 +75,7 @@ const LoRAForwardSource = `
 // u = (α·g)·bᵀ [N, R] (α·g rounded to float32 first, as MLX's scale of the cotangent),
 // dx = u·aᵀ [N, K] in x's type, and ut [N, 2R] = (x·a, u) for LoRAColumnsBackwardSource.
 // A warp per row, as the forward. MLX declares x, x_shape, g, a, b, dx and ut; template
-// constants R, K, M, ALPHA. Launch as LoRAForwardSource.
+// constants R, K, M, ALPHA, NEG. Launch as LoRAForwardSource.
 const LoRARowsBackwardSource = `
   const int N = x_shape[0];
   const int lane = threadIdx.x & 31;
@@ -79,7 +83,7 @@ const LoRARowsBackwardSource = `
   if (n >= (size_t)N) return;
   float t[R], u[R];
   dg_row_times_a<R, K>(x + n * K, a, lane, t);
-  const float alpha = __int_as_float(ALPHA);
+  const float alpha = dg_alpha<ALPHA, NEG>();
 #pragma unroll
   for (int k = 0; k < R; k++) u[k] = 0.0f;
   for (int j = lane; j < M; j += 32) {
@@ -108,7 +112,7 @@ const LoRARowsBackwardSource = `
 // per 32 columns: the first ⌈K/32⌉ blocks da's rows, the rest db's columns. Each lane
 // sums its column over rows w, w+8, … (w its warp), and the 8 warps' sums are added in
 // warp order, so the result does not depend on timing. MLX declares x, x_shape, g, ut,
-// da and db; template constants R, K, M, ALPHA. Launch: grid ((⌈K/32⌉ + ⌈M/32⌉)·256, 1,
+// da and db; template constants R, K, M, ALPHA, NEG. Launch: grid ((⌈K/32⌉ + ⌈M/32⌉)·256, 1,
 // 1) in blocks of 256.
 const LoRAColumnsBackwardSource = `
   constexpr int W = 8;  // warps a block
@@ -119,7 +123,7 @@ const LoRAColumnsBackwardSource = `
   const int first = (forA ? blockIdx.x : blockIdx.x - KB) * 32;
   const int width = forA ? K : M;
   const int col = first + lane;
-  const float alpha = __int_as_float(ALPHA);
+  const float alpha = dg_alpha<ALPHA, NEG>();
   float acc[R];
 #pragma unroll
   for (int k = 0; k < R; k++) acc[k] = 0.0f;

@@ -11,7 +11,8 @@
 using T = T_;
 constexpr int R = R_, K = K_, M = M_, N = N_;
 constexpr float alpha = ALPHA_;
-constexpr int ALPHA = std::bit_cast<int>(alpha);
+constexpr int ALPHA = std::bit_cast<int>(alpha < 0 ? -alpha : alpha);  // |α|'s bits and its sign, as the engine passes them
+constexpr bool NEG = alpha < 0;
 constexpr bool narrow = sizeof(T) == 2;
 constexpr double eps = 1e-5, half_ulp = narrow ? 1.0 / 256 : 0;  // float32 sums; bfloat16's 8 bits
 int checks = 0, bad = 0;
@@ -35,9 +36,9 @@ int main() {
   const int rowBlocks = (N + 3) / 4;
   std::vector<T> out(N * M, emu_to<T>(777)), dx(N * K, emu_to<T>(777));
   std::vector<float> ut(N * 2 * R, 777), da(K * R, 777), db(R * M, 777);
-  launch(rowBlocks, 128, [&] { forward_body<R, K, M, ALPHA>(base.data(), x.data(), xs, a.data(), b.data(), out.data()); });
-  launch(rowBlocks, 128, [&] { rows_body<R, K, M, ALPHA>(x.data(), xs, g.data(), a.data(), b.data(), dx.data(), ut.data()); });
-  launch((K + 31) / 32 + (M + 31) / 32, 256, [&] { columns_body<R, K, M, ALPHA>(x.data(), xs, g.data(), ut.data(), da.data(), db.data()); });
+  launch(rowBlocks, 128, [&] { forward_body<R, K, M, ALPHA, NEG>(base.data(), x.data(), xs, a.data(), b.data(), out.data()); });
+  launch(rowBlocks, 128, [&] { rows_body<R, K, M, ALPHA, NEG>(x.data(), xs, g.data(), a.data(), b.data(), dx.data(), ut.data()); });
+  launch((K + 31) / 32 + (M + 31) / 32, 256, [&] { columns_body<R, K, M, ALPHA, NEG>(x.data(), xs, g.data(), ut.data(), da.data(), db.data()); });
 
   auto X = [&](int n, int i) { return double(emu_float(x[n * K + i])); };
   auto G = [&](int n, int j) { return double(alpha) * emu_float(g[n * M + j]); };  // the scaled cotangent
