@@ -22,21 +22,29 @@ typedef struct {
 	mlx_stream s;
 } mlxeng_lora;
 
-// mlxeng_lora_run launches kernel k over threads threads in blocks of tg with the
-// template constants R, K, M, ALPHA and NEG on in[0..nin), writing the outputs res[0..nout)
-// of shapes shapes[i][0..2) and dtypes dts[i].
+// The launch shapes (kernels.LoRAForwardSource and the others say what they assume):
+// the row kernels give a block of 8 warps 4, 2 or 1 rows as the rank grows (the block's
+// partial sums stay in registers), the columns kernel a block of 16 or 8 warps (its
+// shared memory, W·32·(r+1) floats, under 48 KB).
+static int mlxeng_lora_rows_per_block(int r) { return r <= 8 ? 4 : r <= 16 ? 2 : 1; }
+static int mlxeng_lora_column_warps(int r) { return r <= 16 ? 16 : 8; }
+enum { mlxeng_lora_row_warps = 8 };
+
+// mlxeng_lora_run launches kernel k over threads threads in blocks of w warps with the
+// template constants R, ROWS (when rows > 0), W, ALPHA and NEG on in[0..nin), writing the
+// outputs res[0..nout) of shapes shapes[i][0..2) and dtypes dts[i].
 static int mlxeng_lora_run(mlx_array* res, int nout, int shapes[][2], const mlx_dtype* dts, mlx_fast_cuda_kernel k,
-		const mlx_array* in, int nin, int threads, int tg, int r, int kk, int m, const mlxeng_lora* p) {
+		const mlx_array* in, int nin, int threads, int w, int r, int rows, const mlxeng_lora* p) {
 	mlx_fast_cuda_kernel_config cfg = mlx_fast_cuda_kernel_config_new();
 	int rc = 0;
 	for (int i = 0; rc == 0 && i < nout; i++) {
 		rc = mlx_fast_cuda_kernel_config_add_output_arg(cfg, shapes[i], 2, dts[i]);
 	}
 	rc = rc || mlx_fast_cuda_kernel_config_set_grid(cfg, threads, 1, 1) ||
-		mlx_fast_cuda_kernel_config_set_thread_group(cfg, tg, 1, 1) ||
+		mlx_fast_cuda_kernel_config_set_thread_group(cfg, 32 * w, 1, 1) ||
 		mlx_fast_cuda_kernel_config_add_template_arg_int(cfg, "R", r) ||
-		mlx_fast_cuda_kernel_config_add_template_arg_int(cfg, "K", kk) ||
-		mlx_fast_cuda_kernel_config_add_template_arg_int(cfg, "M", m) ||
+		(rows > 0 && mlx_fast_cuda_kernel_config_add_template_arg_int(cfg, "ROWS", rows)) ||
+		mlx_fast_cuda_kernel_config_add_template_arg_int(cfg, "W", w) ||
 		mlx_fast_cuda_kernel_config_add_template_arg_int(cfg, "ALPHA", p->alpha & 0x7fffffff) ||
 		mlx_fast_cuda_kernel_config_add_template_arg_bool(cfg, "NEG", p->alpha < 0) ||
 		mlxeng_kernel_run_n(res, nout, k, cfg, in, nin, p->s);
@@ -57,7 +65,8 @@ static int mlxeng_lora_forward(mlx_vector_array* res, const mlx_vector_array in,
 		int n = mlx_array_dim(v[1], 0), k = mlx_array_dim(v[1], 1), r = mlx_array_dim(v[2], 1), m = mlx_array_dim(v[3], 1);
 		int shapes[1][2] = {{n, m}};
 		mlx_dtype dts[1] = {mlx_array_dtype(v[1])};
-		rc = mlxeng_lora_run(&out, 1, shapes, dts, p->fwd, v, 4, (n + 3) / 4 * 128, 128, r, k, m, p) ||
+		int rows = mlxeng_lora_rows_per_block(r), w = mlxeng_lora_row_warps;
+		rc = mlxeng_lora_run(&out, 1, shapes, dts, p->fwd, v, 4, (n + rows - 1) / rows * 32 * w, w, r, rows, p) ||
 			mlx_vector_array_set_data(res, &out, 1);
 	}
 	for (int i = 0; i < 4; i++) {
@@ -82,10 +91,11 @@ static int mlxeng_lora_vjp(mlx_vector_array* res, const mlx_vector_array primals
 		int rs[2][2] = {{n, k}, {n, 2 * r}}, cs[2][2] = {{k, r}, {r, m}};
 		mlx_dtype rdt[2] = {mlx_array_dtype(x), MLX_FLOAT32}, cdt[2] = {MLX_FLOAT32, MLX_FLOAT32};
 		const mlx_array rin[4] = {x, g, a, b};
-		rc = mlxeng_lora_run(rows, 2, rs, rdt, p->rows, rin, 4, (n + 3) / 4 * 128, 128, r, k, m, p);
+		int per = mlxeng_lora_rows_per_block(r), w = mlxeng_lora_row_warps, wc = mlxeng_lora_column_warps(r);
+		rc = mlxeng_lora_run(rows, 2, rs, rdt, p->rows, rin, 4, (n + per - 1) / per * 32 * w, w, r, per, p);
 		if (rc == 0) {
 			const mlx_array cin[3] = {x, g, rows[1]};
-			rc = mlxeng_lora_run(cols, 2, cs, cdt, p->cols, cin, 3, ((k + 31) / 32 + (m + 31) / 32) * 256, 256, r, k, m, p);
+			rc = mlxeng_lora_run(cols, 2, cs, cdt, p->cols, cin, 3, ((k + 31) / 32 + (m + 31) / 32) * 32 * wc, wc, r, 0, p);
 		}
 		const mlx_array grads[4] = {g, rows[0], cols[0], cols[1]};
 		rc = rc || mlx_vector_array_set_data(res, grads, 4);

@@ -218,16 +218,16 @@ func TestRowKernelsEmulated(t *testing.T) {
 // (testdata/emu_lora.cpp calls it).
 const loraHarness = `#include "emu_prelude.h"
 %s
-template <int R, int K, int M, int ALPHA, bool NEG, typename T>
-void forward_body(const T* base, const T* x, const Shape x_shape, const float* a, const float* b, T* out) {
+template <int R, int ROWS, int W, int ALPHA, bool NEG, typename T>
+void forward_body(const T* base, const T* x, const Shape x_shape, const float* a, const float* b, const Shape b_shape, T* out) {
 %s
 }
-template <int R, int K, int M, int ALPHA, bool NEG, typename T>
-void rows_body(const T* x, const Shape x_shape, const T* g, const float* a, const float* b, T* dx, float* ut) {
+template <int R, int ROWS, int W, int ALPHA, bool NEG, typename T>
+void rows_body(const T* x, const Shape x_shape, const T* g, const float* a, const float* b, const Shape b_shape, T* dx, float* ut) {
 %s
 }
-template <int R, int K, int M, int ALPHA, bool NEG, typename T>
-void columns_body(const T* x, const Shape x_shape, const T* g, const float* ut, float* da, float* db) {
+template <int R, int W, int ALPHA, bool NEG, typename T>
+void columns_body(const T* x, const Shape x_shape, const T* g, const Shape g_shape, const float* ut, float* da, float* db) {
 %s
 }
 template <typename F>
@@ -252,8 +252,8 @@ void launch(int blocks, int threads, F body) {
 
 // TestLoRAKernelsEmulated runs LoRAForwardSource, LoRARowsBackwardSource and
 // LoRAColumnsBackwardSource on the CPU emulation for bfloat16 and float32 activations,
-// ranks 1 to 32, widths below, at and past a warp's 32 lanes and row counts that leave
-// a block's last warps idle, against float64 references (testdata/emu_lora.cpp): each
+// ranks 1 to 32, widths below a warp's 32 lanes and past a block's 256 threads, and row
+// counts that leave a block's last rows empty, against float64 references (testdata/emu_lora.cpp): each
 // value within float32 rounding of sums of its terms' magnitudes, plus the roundings to
 // the activations' type the composition makes. The GPU test is mlxeng's
 // TestLoRAAddMatchesComposition.
@@ -264,6 +264,7 @@ func TestLoRAKernelsEmulated(t *testing.T) {
 		alpha      string
 	}{
 		{8, 96, 72, 7, "2.0f"},
+		{8, 600, 530, 37, "0.5f"}, // K and M past a block's 256 threads, N past its 16 column warps
 		{1, 40, 33, 1, "0.37f"},
 		{13, 70, 100, 9, "-1.5f"},
 		{32, 64, 64, 5, "16.0f"},

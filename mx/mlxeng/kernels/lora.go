@@ -10,11 +10,14 @@ package kernels
 //
 // Arrays: x [N, K] and base, out, g [N, M] of the activations' type; a [K, R] and b
 // [R, M] float32 (the adapter's factors); α is given by the template constants ALPHA, the
-// bits of |α| as a float32, and NEG, its sign. Every sum is float32 with fused multiply-adds; the products' orders differ from
-// cuBLAS's, so the values match MLX's composition to float32 rounding, not bit for bit.
+// bits of |α| as a float32, and NEG, its sign. Every sum is float32 with fused
+// multiply-adds; the products' orders differ from cuBLAS's, so the values match MLX's
+// composition to float32 rounding, not bit for bit. A first version gave each row one
+// warp: 60–125 µs a launch at the real geometry (384 rows, ~3 warps an SM, each walking
+// K and M alone); a block of W warps on ROWS rows spreads that walk over the block.
 
-// LoRAHeader is included before the LoRA kernels: conversions, a warp's all-reduce and a
-// row's product with a. The CPU emulation (testdata/emu_prelude.h) defines the CUDA
+// LoRAHeader is included before the LoRA kernels: conversions, a warp's and a block's
+// all-reduce and the block's rows' products with a. The CPU emulation (testdata/emu_prelude.h) defines the CUDA
 // intrinsics these use.
 const LoRAHeader = conversions + `
 // dg_round is v rounded to T and back: the cast MLX's composition makes of α·(x·a)·b.
@@ -27,99 +30,152 @@ __device__ __forceinline__ float dg_alpha() { return NEG ? -__int_as_float(ALPHA
 // dg_warp_sum leaves every lane of a warp with the sums of v over the warp. The butterfly
 // adds the same two operands in both lanes of each pair, so every lane ends with the same
 // bits.
-template <int R>
-__device__ __forceinline__ void dg_warp_sum(float (&v)[R]) {
+template <int V>
+__device__ __forceinline__ void dg_warp_sum(float (&v)[V]) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) {
 #pragma unroll
-    for (int k = 0; k < R; k++) v[k] += __shfl_xor_sync(0xffffffffu, v[k], o);
+    for (int c = 0; c < V; c++) v[c] += __shfl_xor_sync(0xffffffffu, v[c], o);
   }
 }
-// dg_row_times_a sets t = x_row·a (x_row [K], a [K, R]) in every lane of the warp.
-template <int R, int K, typename T>
-__device__ __forceinline__ void dg_row_times_a(const T* x_row, const float* a, int lane, float (&t)[R]) {
+// dg_block_sum sets tot[c] to the sum of v[c] over the block's W warps (each warp's sum,
+// then the warps' in order), visible to every thread when it returns; red holds W·V
+// floats of shared memory. Every thread of the block must call it.
+template <int V, int W>
+__device__ __forceinline__ void dg_block_sum(float (&v)[V], float* red, float* tot) {
+  dg_warp_sum<V>(v);
+  if ((threadIdx.x & 31) == 0) {
 #pragma unroll
-  for (int k = 0; k < R; k++) t[k] = 0.0f;
-  for (int i = lane; i < K; i += 32) {
-    const float xi = dg_float(x_row[i]);
-#pragma unroll
-    for (int k = 0; k < R; k++) t[k] = fmaf(xi, a[i * R + k], t[k]);
+    for (int c = 0; c < V; c++) red[(threadIdx.x >> 5) * V + c] = v[c];
   }
-  dg_warp_sum<R>(t);
+  __syncthreads();
+  for (int c = threadIdx.x; c < V; c += blockDim.x) {
+    float s = 0.0f;
+    for (int q = 0; q < W; q++) s += red[q * V + c];
+    tot[c] = s;
+  }
+  __syncthreads();
+}
+// dg_rows_times_a sets t[r·R + k] to x[n0 + r]·a[:, k] for the block's rows r < rows
+// (x [N, K], a [K, R]; ROWS·R floats of shared memory), the block's threads striding K.
+template <int R, int ROWS, int W, typename T>
+__device__ __forceinline__ void dg_rows_times_a(const T* x, const float* a, size_t n0, int rows, int K, float* red, float* t) {
+  float acc[ROWS * R];
+#pragma unroll
+  for (int c = 0; c < ROWS * R; c++) acc[c] = 0.0f;
+  for (int i = threadIdx.x; i < K; i += W * 32) {
+    float av[R];
+#pragma unroll
+    for (int k = 0; k < R; k++) av[k] = a[(size_t)i * R + k];
+#pragma unroll
+    for (int r = 0; r < ROWS; r++) {
+      if (r < rows) {
+        const float xi = dg_float(x[(n0 + r) * K + i]);
+#pragma unroll
+        for (int k = 0; k < R; k++) acc[r * R + k] = fmaf(xi, av[k], acc[r * R + k]);
+      }
+    }
+  }
+  dg_block_sum<ROWS * R, W>(acc, red, t);
 }
 `
 
 // LoRAForwardSource is out = base + cast(α·((x·a)·b)), the cast to out's type and the add
 // rounded as MLX's composition rounds them (the scaled term to T, then the sum to T). A
-// warp per row: t = x[n]·a summed across the warp, then each lane's columns of t·b. MLX
-// declares base, x, x_shape, a, b and out; template constants R, K, M, ALPHA, NEG. Launch:
-// grid (⌈N/4⌉·128, 1, 1) in blocks of 128 (4 rows a block).
+// block of W warps takes ROWS rows: t = x[n]·a summed over the block, then each thread's
+// columns of t·b. MLX declares base, x, x_shape, a, b, b_shape and out; template
+// constants R, ROWS, W, ALPHA, NEG. Launch: grid (⌈N/ROWS⌉·32W, 1, 1) in blocks of 32W.
+// K and M are read from the shapes, so one compiled kernel serves every linear of a rank
+// (MLX compiles a custom kernel per process, once for each set of template constants).
 const LoRAForwardSource = `
-  const int N = x_shape[0];
-  const int lane = threadIdx.x & 31;
-  const size_t n = (size_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
-  if (n >= (size_t)N) return;  // a whole warp at once
-  float t[R];
-  dg_row_times_a<R, K>(x + n * K, a, lane, t);
+  const int N = x_shape[0], K = x_shape[1], M = b_shape[1];
+  const size_t n0 = (size_t)blockIdx.x * ROWS;
+  const int rows = min(ROWS, N - (int)n0);
+  __shared__ float red[W * ROWS * R];
+  __shared__ float t[ROWS * R];
+  dg_rows_times_a<R, ROWS, W>(x, a, n0, rows, K, red, t);
   const float alpha = dg_alpha<ALPHA, NEG>();
-  for (int j = lane; j < M; j += 32) {
-    float y = 0.0f;
+  for (int j = threadIdx.x; j < M; j += W * 32) {
+    float bv[R];
 #pragma unroll
-    for (int k = 0; k < R; k++) y = fmaf(t[k], b[k * M + j], y);
-    const float term = dg_round(__fmul_rn(y, alpha), out);
-    dg_store(__fadd_rn(dg_float(base[n * M + j]), term), out[n * M + j]);
+    for (int k = 0; k < R; k++) bv[k] = b[(size_t)k * M + j];
+#pragma unroll
+    for (int r = 0; r < ROWS; r++) {
+      if (r < rows) {
+        float y = 0.0f;
+#pragma unroll
+        for (int k = 0; k < R; k++) y = fmaf(t[r * R + k], bv[k], y);
+        const float term = dg_round(__fmul_rn(y, alpha), out);
+        const size_t o = (n0 + r) * M + j;
+        dg_store(__fadd_rn(dg_float(base[o]), term), out[o]);
+      }
+    }
   }
 `
 
 // LoRARowsBackwardSource is the backward's part by rows, for the cotangent g of out:
 // u = (α·g)·bᵀ [N, R] (α·g rounded to float32 first, as MLX's scale of the cotangent),
 // dx = u·aᵀ [N, K] in x's type, and ut [N, 2R] = (x·a, u) for LoRAColumnsBackwardSource.
-// A warp per row, as the forward. MLX declares x, x_shape, g, a, b, dx and ut; template
-// constants R, K, M, ALPHA, NEG. Launch as LoRAForwardSource.
+// Blocks as LoRAForwardSource's. MLX declares x, x_shape, g, a, b, b_shape, dx and ut;
+// template constants R, ROWS, W, ALPHA, NEG. Launch as LoRAForwardSource.
 const LoRARowsBackwardSource = `
-  const int N = x_shape[0];
-  const int lane = threadIdx.x & 31;
-  const size_t n = (size_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
-  if (n >= (size_t)N) return;
-  float t[R], u[R];
-  dg_row_times_a<R, K>(x + n * K, a, lane, t);
+  const int N = x_shape[0], K = x_shape[1], M = b_shape[1];
+  const size_t n0 = (size_t)blockIdx.x * ROWS;
+  const int rows = min(ROWS, N - (int)n0);
+  __shared__ float red[W * ROWS * R];
+  __shared__ float t[ROWS * R], u[ROWS * R];
+  dg_rows_times_a<R, ROWS, W>(x, a, n0, rows, K, red, t);
   const float alpha = dg_alpha<ALPHA, NEG>();
+  float acc[ROWS * R];
 #pragma unroll
-  for (int k = 0; k < R; k++) u[k] = 0.0f;
-  for (int j = lane; j < M; j += 32) {
-    const float gj = __fmul_rn(alpha, dg_float(g[n * M + j]));
+  for (int c = 0; c < ROWS * R; c++) acc[c] = 0.0f;
+  for (int j = threadIdx.x; j < M; j += W * 32) {
+    float bv[R];
 #pragma unroll
-    for (int k = 0; k < R; k++) u[k] = fmaf(gj, b[k * M + j], u[k]);
-  }
-  dg_warp_sum<R>(u);
-  if (lane == 0) {
+    for (int k = 0; k < R; k++) bv[k] = b[(size_t)k * M + j];
 #pragma unroll
-    for (int k = 0; k < R; k++) {
-      ut[n * 2 * R + k] = t[k];
-      ut[n * 2 * R + R + k] = u[k];
+    for (int r = 0; r < ROWS; r++) {
+      if (r < rows) {
+        const float gj = __fmul_rn(alpha, dg_float(g[(n0 + r) * M + j]));
+#pragma unroll
+        for (int k = 0; k < R; k++) acc[r * R + k] = fmaf(gj, bv[k], acc[r * R + k]);
+      }
     }
   }
-  for (int i = lane; i < K; i += 32) {
-    float s = 0.0f;
+  dg_block_sum<ROWS * R, W>(acc, red, u);
+  for (int c = threadIdx.x; c < rows * R; c += W * 32) {
+    const size_t o = (n0 + c / R) * 2 * R + c % R;
+    ut[o] = t[c];
+    ut[o + R] = u[c];
+  }
+  for (int i = threadIdx.x; i < K; i += W * 32) {
+    float av[R];
 #pragma unroll
-    for (int k = 0; k < R; k++) s = fmaf(u[k], a[i * R + k], s);
-    dg_store(s, dx[n * K + i]);
+    for (int k = 0; k < R; k++) av[k] = a[(size_t)i * R + k];
+#pragma unroll
+    for (int r = 0; r < ROWS; r++) {
+      if (r < rows) {
+        float s = 0.0f;
+#pragma unroll
+        for (int k = 0; k < R; k++) s = fmaf(u[r * R + k], av[k], s);
+        dg_store(s, dx[(n0 + r) * K + i]);
+      }
+    }
   }
 `
 
 // LoRAColumnsBackwardSource is the backward's part by columns, sums over the N rows:
-// da = xᵀ·u [K, R] and db = tᵀ·(α·g) [R, M], with t and u from ut. A block of 8 warps
+// da = xᵀ·u [K, R] and db = tᵀ·(α·g) [R, M], with t and u from ut. A block of W warps
 // per 32 columns: the first ⌈K/32⌉ blocks da's rows, the rest db's columns. Each lane
-// sums its column over rows w, w+8, … (w its warp), and the 8 warps' sums are added in
-// warp order, so the result does not depend on timing. MLX declares x, x_shape, g, ut,
-// da and db; template constants R, K, M, ALPHA, NEG. Launch: grid ((⌈K/32⌉ + ⌈M/32⌉)·256, 1,
-// 1) in blocks of 256.
+// sums its column over rows w, w+W, … (w its warp), and the W warps' sums are added in
+// warp order, so the result does not depend on timing. MLX declares x, x_shape, g,
+// g_shape, ut, da and db; template constants R, W, ALPHA, NEG. Launch: grid
+// ((⌈K/32⌉ + ⌈M/32⌉)·32W, 1, 1) in blocks of 32W; W·32·(R+1) floats of shared memory.
 const LoRAColumnsBackwardSource = `
-  constexpr int W = 8;  // warps a block
-  const int N = x_shape[0];
+  const int N = x_shape[0], K = x_shape[1], M = g_shape[1];
   const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
-  constexpr int KB = (K + 31) / 32;
-  const bool forA = blockIdx.x < KB;
+  const int KB = (K + 31) / 32;
+  const bool forA = (int)blockIdx.x < KB;
   const int first = (forA ? blockIdx.x : blockIdx.x - KB) * 32;
   const int width = forA ? K : M;
   const int col = first + lane;
@@ -128,6 +184,7 @@ const LoRAColumnsBackwardSource = `
 #pragma unroll
   for (int k = 0; k < R; k++) acc[k] = 0.0f;
   if (col < width) {
+#pragma unroll 4
     for (int n = w; n < N; n += W) {
       // da takes x's column and u (ut's second half); db takes α·g's column and t
       const float v = forA ? dg_float(x[(size_t)n * K + col]) : __fmul_rn(alpha, dg_float(g[(size_t)n * M + col]));

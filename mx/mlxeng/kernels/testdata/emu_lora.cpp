@@ -30,15 +30,18 @@ int main() {
   for (auto& v : g) v = emu_to<T>(u(rng));
   for (auto& v : a) v = u(rng);
   for (auto& v : b) v = u(rng);
-  Shape xs{};
-  xs.d[0] = N;
-  xs.d[1] = K;
-  const int rowBlocks = (N + 3) / 4;
+  Shape xs{}, bs{}, gs{};
+  xs.d[0] = N, xs.d[1] = K;
+  bs.d[0] = R, bs.d[1] = M;
+  gs.d[0] = N, gs.d[1] = M;
+  // the engine's launch (mlxeng/lora.go): ROWS rows a block of W warps, W column warps
+  constexpr int ROWS = R <= 8 ? 4 : R <= 16 ? 2 : 1, W = 8, WC = R <= 16 ? 16 : 8;
+  const int rowBlocks = (N + ROWS - 1) / ROWS;
   std::vector<T> out(N * M, emu_to<T>(777)), dx(N * K, emu_to<T>(777));
   std::vector<float> ut(N * 2 * R, 777), da(K * R, 777), db(R * M, 777);
-  launch(rowBlocks, 128, [&] { forward_body<R, K, M, ALPHA, NEG>(base.data(), x.data(), xs, a.data(), b.data(), out.data()); });
-  launch(rowBlocks, 128, [&] { rows_body<R, K, M, ALPHA, NEG>(x.data(), xs, g.data(), a.data(), b.data(), dx.data(), ut.data()); });
-  launch((K + 31) / 32 + (M + 31) / 32, 256, [&] { columns_body<R, K, M, ALPHA, NEG>(x.data(), xs, g.data(), ut.data(), da.data(), db.data()); });
+  launch(rowBlocks, 32 * W, [&] { forward_body<R, ROWS, W, ALPHA, NEG>(base.data(), x.data(), xs, a.data(), b.data(), bs, out.data()); });
+  launch(rowBlocks, 32 * W, [&] { rows_body<R, ROWS, W, ALPHA, NEG>(x.data(), xs, g.data(), a.data(), b.data(), bs, dx.data(), ut.data()); });
+  launch((K + 31) / 32 + (M + 31) / 32, 32 * WC, [&] { columns_body<R, WC, ALPHA, NEG>(x.data(), xs, g.data(), gs, ut.data(), da.data(), db.data()); });
 
   auto X = [&](int n, int i) { return double(emu_float(x[n * K + i])); };
   auto G = [&](int n, int j) { return double(alpha) * emu_float(g[n * M + j]); };  // the scaled cotangent

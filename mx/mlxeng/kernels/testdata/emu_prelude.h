@@ -41,6 +41,7 @@ struct dim3e { int x, y, z; };
 thread_local dim3e threadIdx, blockIdx, gridDim, blockDim;
 static inline float __fmul_rn(float a, float b) { volatile float p = a * b; return p; }
 static inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
+static inline int min(int a, int b) { return a < b ? a : b; }
 static inline float __fadd_rn(float a, float b) { volatile float s = a + b; return s; }
 #define __device__
 #define __forceinline__ inline
