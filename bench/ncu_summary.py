@@ -45,7 +45,8 @@ def category(name):
 
 def layer_category(name):
     """A finer category for one layer's kernels (--per-layer)."""
-    for keys, cat in ((("experts",), "experts kernel"), (("GemmGrouped",), "grouped GEMM (experts)"),
+    for keys, cat in ((("experts",), "experts kernel"), (("dgtune_lora",), "LoRA kernels"),
+                      (("GemmGrouped",), "grouped GEMM (experts)"),
                       (("dequantize",), "dequantize"), (("qmm", "qmv"), "quantized matmul"),
                       (("gemm", "nvjet", "xmma", "splitK", "Gemm"), "GEMM (cuBLAS, CUTLASS)"),
                       (("scatter", "gather"), "gather / scatter"), (("sort",), "sort"),

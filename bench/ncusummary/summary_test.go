@@ -24,6 +24,7 @@ func TestSummary(t *testing.T) {
 			`"x","void mlx::custom_kernel_dgtune_dequantize_bfloat16_t_4_64(const unsigned int *)","20"`,
 			`"x","nvjet_sm90_tst_96x64_64x10_1x2_h_bz_TNN","10"`,
 			`"x","void mlx::gather<__nv_bfloat16, int>(const T1 *)","5"`,
+			`"x","mlx::custom_kernel_dgtune_lora_forward_8_4_8_1090519040_false(const __nv_bfloat16 *)","4"`,
 			`"x","void mlx::Df4IBroadcastCEf4IMultiply_contiguous<unsigned int, 8>(const float *)","3"`)
 	}
 	var step []string
@@ -47,16 +48,17 @@ func TestSummary(t *testing.T) {
 		t.Fatalf("ncu_summary.py: %v\n%s", err, out)
 	}
 	for _, want := range []string{
-		"# one step: 30 kernels, 0.83 ms of kernel time", // 6 layers × 138 us
-		"0.12  14.5%      6  dequantize",
-		"0.06   7.2%      6  other GEMM (cuBLAS, CUTLASS)",
-		"## forward intervals (kernels:us): 5:138 5:138",
-		"## backward intervals (kernels:us): 5:138 5:138",
+		"# one step: 36 kernels, 0.85 ms of kernel time", // 6 layers × 142 us
+		"0.12  14.1%      6  dequantize",
+		"0.06   7.0%      6  other GEMM (cuBLAS, CUTLASS)",
+		"## forward intervals (kernels:us): 6:142 6:142",
+		"## backward intervals (kernels:us): 6:142 6:142",
 		"     200.0     2  experts kernel",
 		"      40.0     2  dequantize",
 		"      10.0     2  gather / scatter",
+		"       8.0     2  LoRA kernels",
 		"       6.0     2  elementwise",
-		"     276.0    10  layer total",
+		"     284.0    12  layer total",
 	} {
 		if !strings.Contains(string(out), want+"\n") {
 			t.Errorf("no line %q in\n%s", want, out)
