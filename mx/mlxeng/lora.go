@@ -24,10 +24,10 @@ typedef struct {
 
 // The launch shapes (kernels.LoRAForwardSource and the others say what they assume):
 // the row kernels give a block of 8 warps 4, 2 or 1 rows as the rank grows (the block's
-// partial sums stay in registers), the columns kernel a block of 16 or 8 warps (its
-// shared memory, W·32·(r+1) floats, under 48 KB).
+// partial sums stay in registers), the columns kernel a block of 16, 8 or 4 warps (its
+// shared memory, W·64·(r+1) floats, under 48 KB).
 static int mlxeng_lora_rows_per_block(int r) { return r <= 8 ? 4 : r <= 16 ? 2 : 1; }
-static int mlxeng_lora_column_warps(int r) { return r <= 16 ? 16 : 8; }
+static int mlxeng_lora_column_warps(int r) { return r <= 8 ? 16 : r <= 16 ? 8 : 4; }
 enum { mlxeng_lora_row_warps = 8 };
 
 // mlxeng_lora_run launches kernel k over threads threads in blocks of w warps with the
@@ -95,7 +95,7 @@ static int mlxeng_lora_vjp(mlx_vector_array* res, const mlx_vector_array primals
 		rc = mlxeng_lora_run(rows, 2, rs, rdt, p->rows, rin, 4, (n + per - 1) / per * 32 * w, w, r, per, p);
 		if (rc == 0) {
 			const mlx_array cin[3] = {x, g, rows[1]};
-			rc = mlxeng_lora_run(cols, 2, cs, cdt, p->cols, cin, 3, ((k + 31) / 32 + (m + 31) / 32) * 32 * wc, wc, r, 0, p);
+			rc = mlxeng_lora_run(cols, 2, cs, cdt, p->cols, cin, 3, ((k + 63) / 64 + (m + 63) / 64) * 32 * wc, wc, r, 0, p);
 		}
 		const mlx_array grads[4] = {g, rows[0], cols[0], cols[1]};
 		rc = rc || mlx_vector_array_set_data(res, grads, 4);
@@ -175,8 +175,9 @@ func newLoRAKernels(device string) loraKernels {
 }
 
 // addsLoRA reports whether LoRAAdd goes through the kernels: bfloat16 x [..., K] and base
-// [..., M], float32 a [K, r] and b [r, M] with 1 ≤ r ≤ maxLoRARank, at least one row,
-// and every array's elements indexable by int.
+// [..., M] with K and M multiples of 8 (the kernels' 16-byte loads), float32 a [K, r] and
+// b [r, M] with 1 ≤ r ≤ maxLoRARank, at least one row, and every array's elements
+// indexable by int.
 func (e *Engine) addsLoRA(base, x, a, b *array) bool {
 	if !e.lora.ok || x.dt != mx.BFloat16 || base.dt != mx.BFloat16 || a.dt != mx.Float32 || b.dt != mx.Float32 {
 		return false
@@ -185,7 +186,7 @@ func (e *Engine) addsLoRA(base, x, a, b *array) bool {
 		return false
 	}
 	k, r, m := x.shape[len(x.shape)-1], a.shape[1], b.shape[1]
-	if k == 0 || m == 0 || r < 1 || r > maxLoRARank {
+	if k == 0 || m == 0 || k%8 != 0 || m%8 != 0 || r < 1 || r > maxLoRARank {
 		return false
 	}
 	n := dims.Numel(x.shape) / k

@@ -10,8 +10,9 @@ import (
 	"github.com/dgtune/dgtune/mx"
 )
 
-// TestLoRAAddChoice: LoRAAdd goes through the LoRA kernels for bfloat16 activations and
-// float32 factors of rank 1 to 32 with at least one row, and nothing else does. The
+// TestLoRAAddChoice: LoRAAdd goes through the LoRA kernels for bfloat16 activations with
+// widths that are multiples of 8 and float32 factors of rank 1 to 32, with at least one
+// row, and nothing else does. The
 // choice is shape logic, so it runs on any device with the kernels' switch forced on.
 func TestLoRAAddChoice(t *testing.T) {
 	e, err := open()
@@ -29,7 +30,9 @@ func TestLoRAAddChoice(t *testing.T) {
 		want      bool
 	}{
 		{"real q_proj", []int{1, 384, 2816}, mx.BFloat16, mx.Float32, 8, 4096, true},
-		{"2-D, rank 1", []int{5, 70}, mx.BFloat16, mx.Float32, 1, 100, true},
+		{"2-D, rank 1", []int{5, 72}, mx.BFloat16, mx.Float32, 1, 104, true},
+		{"K not a multiple of 8", []int{5, 70}, mx.BFloat16, mx.Float32, 8, 104, false},
+		{"M not a multiple of 8", []int{5, 72}, mx.BFloat16, mx.Float32, 8, 100, false},
 		{"rank 32", []int{5, 64}, mx.BFloat16, mx.Float32, 32, 64, true},
 		{"rank 33", []int{5, 64}, mx.BFloat16, mx.Float32, 33, 64, false},
 		{"float32 activations", []int{5, 64}, mx.Float32, mx.Float32, 8, 64, false},
@@ -55,7 +58,7 @@ func TestLoRAAddChoice(t *testing.T) {
 // and b — plus the bfloat16 roundings the composition makes (the scaled term and the
 // sum; dx); base's gradient is the cotangent in both, bit for bit. At the real 26B-A4B
 // geometry's q_proj (384 rows, 2816 → 4096, rank 8) and small odd shapes (3-D x, rank
-// 13 and 32, widths off the warp). Elsewhere it checks the composition alone.
+// 13 and 32, widths that are not multiples of 32). Elsewhere it checks the composition alone.
 func TestLoRAAddMatchesComposition(t *testing.T) {
 	e, err := open()
 	if err != nil {
@@ -70,7 +73,7 @@ func TestLoRAAddMatchesComposition(t *testing.T) {
 		factorScale float64
 	}{
 		{[]int{384}, 2816, 4096, 8, 2, 0.02},
-		{[]int{1, 5}, 70, 100, 13, -1.5, 0.5},
+		{[]int{1, 5}, 72, 104, 13, -1.5, 0.5},
 		{[]int{9}, 64, 64, 32, 16, 0.1},
 	} {
 		t.Run(fmt.Sprintf("x%v_k%d_m%d_r%d", c.lead, c.k, c.m, c.r), func(t *testing.T) {

@@ -252,8 +252,8 @@ void launch(int blocks, int threads, F body) {
 
 // TestLoRAKernelsEmulated runs LoRAForwardSource, LoRARowsBackwardSource and
 // LoRAColumnsBackwardSource on the CPU emulation for bfloat16 and float32 activations,
-// ranks 1 to 32, widths below a warp's 32 lanes and past a block's 256 threads, and row
-// counts that leave a block's last rows empty, against float64 references (testdata/emu_lora.cpp): each
+// ranks 1 to 32, widths (multiples of 8) below a warp's lanes and past a block's threads,
+// and row counts that leave a block's last rows empty, against float64 references (testdata/emu_lora.cpp): each
 // value within float32 rounding of sums of its terms' magnitudes, plus the roundings to
 // the activations' type the composition makes. The GPU test is mlxeng's
 // TestLoRAAddMatchesComposition.
@@ -264,11 +264,11 @@ func TestLoRAKernelsEmulated(t *testing.T) {
 		alpha      string
 	}{
 		{8, 96, 72, 7, "2.0f"},
-		{8, 600, 530, 37, "0.5f"}, // K and M past a block's 256 threads, N past its 16 column warps
-		{1, 40, 33, 1, "0.37f"},
-		{13, 70, 100, 9, "-1.5f"},
+		{8, 2056, 2112, 37, "0.5f"}, // K and M past a block's 8·256 columns, N past its 16 column warps
+		{1, 40, 32, 1, "0.37f"},
+		{13, 72, 104, 9, "-1.5f"},
 		{32, 64, 64, 5, "16.0f"},
-		{16, 31, 17, 12, "0.125f"},
+		{16, 24, 16, 12, "0.125f"},
 	}
 	for _, typ := range []string{"__nv_bfloat16", "float"} {
 		for _, c := range cases {

@@ -56,23 +56,72 @@ __device__ __forceinline__ void dg_block_sum(float (&v)[V], float* red, float* t
   }
   __syncthreads();
 }
+// dg_load8 reads 8 consecutive elements (16-byte aligned for bfloat16, 32 for float32)
+// as floats with vector loads; dg_store8 writes 8 floats rounded to the element type.
+__device__ __forceinline__ void dg_load8(const __nv_bfloat16* p, float (&v)[8]) {
+  const uint4 q = *reinterpret_cast<const uint4*>(p);
+  const unsigned w[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+  for (int e = 0; e < 4; e++) {
+    v[2 * e] = __uint_as_float(w[e] << 16);
+    v[2 * e + 1] = __uint_as_float(w[e] & 0xffff0000u);
+  }
+}
+__device__ __forceinline__ void dg_load8(const float* p, float (&v)[8]) {
+  const float4 a = reinterpret_cast<const float4*>(p)[0], b = reinterpret_cast<const float4*>(p)[1];
+  v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+}
+__device__ __forceinline__ void dg_store8(const float (&v)[8], __nv_bfloat16* p) {
+  unsigned w[4];
+#pragma unroll
+  for (int e = 0; e < 4; e++) {
+    w[e] = (unsigned)__bfloat16_as_ushort(__float2bfloat16_rn(v[2 * e])) |
+           ((unsigned)__bfloat16_as_ushort(__float2bfloat16_rn(v[2 * e + 1])) << 16);
+  }
+  *reinterpret_cast<uint4*>(p) = make_uint4(w[0], w[1], w[2], w[3]);
+}
+__device__ __forceinline__ void dg_store8(const float (&v)[8], float* p) {
+  reinterpret_cast<float4*>(p)[0] = make_float4(v[0], v[1], v[2], v[3]);
+  reinterpret_cast<float4*>(p)[1] = make_float4(v[4], v[5], v[6], v[7]);
+}
+// dg_load_floats reads R consecutive floats, with 16-byte loads when R is a multiple of
+// 4 (p is then 16-byte aligned: a's rows, ut's halves).
+template <int R>
+__device__ __forceinline__ void dg_load_floats(const float* p, float (&v)[R]) {
+  if constexpr (R % 4 == 0) {
+    const float4* q = reinterpret_cast<const float4*>(p);
+#pragma unroll
+    for (int k = 0; k < R / 4; k++) {
+      const float4 f = q[k];
+      v[4 * k] = f.x, v[4 * k + 1] = f.y, v[4 * k + 2] = f.z, v[4 * k + 3] = f.w;
+    }
+  } else {
+#pragma unroll
+    for (int k = 0; k < R; k++) v[k] = p[k];
+  }
+}
 // dg_rows_times_a sets t[r·R + k] to x[n0 + r]·a[:, k] for the block's rows r < rows
-// (x [N, K], a [K, R]; ROWS·R floats of shared memory), the block's threads striding K.
+// (x [N, K], K a multiple of 8; a [K, R]; ROWS·R floats of shared memory), each thread
+// taking 8 consecutive columns of x at a time.
 template <int R, int ROWS, int W, typename T>
 __device__ __forceinline__ void dg_rows_times_a(const T* x, const float* a, size_t n0, int rows, int K, float* red, float* t) {
   float acc[ROWS * R];
 #pragma unroll
   for (int c = 0; c < ROWS * R; c++) acc[c] = 0.0f;
-  for (int i = threadIdx.x; i < K; i += W * 32) {
-    float av[R];
-#pragma unroll
-    for (int k = 0; k < R; k++) av[k] = a[(size_t)i * R + k];
+  for (int i0 = 8 * threadIdx.x; i0 < K; i0 += 8 * W * 32) {
+    float xs[ROWS][8];
 #pragma unroll
     for (int r = 0; r < ROWS; r++) {
-      if (r < rows) {
-        const float xi = dg_float(x[(n0 + r) * K + i]);
+      if (r < rows) dg_load8(x + (n0 + r) * K + i0, xs[r]);
+    }
 #pragma unroll
-        for (int k = 0; k < R; k++) acc[r * R + k] = fmaf(xi, av[k], acc[r * R + k]);
+    for (int e = 0; e < 8; e++) {
+      float av[R];
+      dg_load_floats<R>(a + (size_t)(i0 + e) * R, av);
+#pragma unroll
+      for (int r = 0; r < ROWS; r++) {
+#pragma unroll
+        for (int k = 0; k < R; k++) acc[r * R + k] = fmaf(r < rows ? xs[r][e] : 0.0f, av[k], acc[r * R + k]);
       }
     }
   }
@@ -83,10 +132,11 @@ __device__ __forceinline__ void dg_rows_times_a(const T* x, const float* a, size
 // LoRAForwardSource is out = base + cast(α·((x·a)·b)), the cast to out's type and the add
 // rounded as MLX's composition rounds them (the scaled term to T, then the sum to T). A
 // block of W warps takes ROWS rows: t = x[n]·a summed over the block, then each thread's
-// columns of t·b. MLX declares base, x, x_shape, a, b, b_shape and out; template
-// constants R, ROWS, W, ALPHA, NEG. Launch: grid (⌈N/ROWS⌉·32W, 1, 1) in blocks of 32W.
-// K and M are read from the shapes, so one compiled kernel serves every linear of a rank
-// (MLX compiles a custom kernel per process, once for each set of template constants).
+// columns of t·b, 8 at a time. K and M are multiples of 8 (the vector loads). MLX
+// declares base, x, x_shape, a, b, b_shape and out; template constants R, ROWS, W, ALPHA,
+// NEG. Launch: grid (⌈N/ROWS⌉·32W, 1, 1) in blocks of 32W. K and M are read from the
+// shapes, so one compiled kernel serves every linear of a rank (MLX compiles a custom
+// kernel in each process, once for each set of template constants).
 const LoRAForwardSource = `
   const int N = x_shape[0], K = x_shape[1], M = b_shape[1];
   const size_t n0 = (size_t)blockIdx.x * ROWS;
@@ -95,19 +145,32 @@ const LoRAForwardSource = `
   __shared__ float t[ROWS * R];
   dg_rows_times_a<R, ROWS, W>(x, a, n0, rows, K, red, t);
   const float alpha = dg_alpha<ALPHA, NEG>();
-  for (int j = threadIdx.x; j < M; j += W * 32) {
-    float bv[R];
+  for (int j0 = 8 * threadIdx.x; j0 < M; j0 += 8 * W * 32) {
+    float y[ROWS][8];
 #pragma unroll
-    for (int k = 0; k < R; k++) bv[k] = b[(size_t)k * M + j];
+    for (int r = 0; r < ROWS; r++) {
+#pragma unroll
+      for (int e = 0; e < 8; e++) y[r][e] = 0.0f;
+    }
+#pragma unroll
+    for (int k = 0; k < R; k++) {
+      float bk[8];
+      dg_load8(b + (size_t)k * M + j0, bk);
+#pragma unroll
+      for (int r = 0; r < ROWS; r++) {
+#pragma unroll
+        for (int e = 0; e < 8; e++) y[r][e] = fmaf(t[r * R + k], bk[e], y[r][e]);
+      }
+    }
 #pragma unroll
     for (int r = 0; r < ROWS; r++) {
       if (r < rows) {
-        float y = 0.0f;
+        const size_t o = (n0 + r) * M + j0;
+        float v[8];
+        dg_load8(base + o, v);
 #pragma unroll
-        for (int k = 0; k < R; k++) y = fmaf(t[r * R + k], bv[k], y);
-        const float term = dg_round(__fmul_rn(y, alpha), out);
-        const size_t o = (n0 + r) * M + j;
-        dg_store(__fadd_rn(dg_float(base[o]), term), out[o]);
+        for (int e = 0; e < 8; e++) v[e] = __fadd_rn(v[e], dg_round(__fmul_rn(y[r][e], alpha), out));
+        dg_store8(v, out + o);
       }
     }
   }
@@ -129,16 +192,27 @@ const LoRARowsBackwardSource = `
   float acc[ROWS * R];
 #pragma unroll
   for (int c = 0; c < ROWS * R; c++) acc[c] = 0.0f;
-  for (int j = threadIdx.x; j < M; j += W * 32) {
-    float bv[R];
-#pragma unroll
-    for (int k = 0; k < R; k++) bv[k] = b[(size_t)k * M + j];
+  for (int j0 = 8 * threadIdx.x; j0 < M; j0 += 8 * W * 32) {
+    float gs[ROWS][8];
 #pragma unroll
     for (int r = 0; r < ROWS; r++) {
       if (r < rows) {
-        const float gj = __fmul_rn(alpha, dg_float(g[(n0 + r) * M + j]));
+        dg_load8(g + (n0 + r) * M + j0, gs[r]);
 #pragma unroll
-        for (int k = 0; k < R; k++) acc[r * R + k] = fmaf(gj, bv[k], acc[r * R + k]);
+        for (int e = 0; e < 8; e++) gs[r][e] = __fmul_rn(alpha, gs[r][e]);
+      } else {
+#pragma unroll
+        for (int e = 0; e < 8; e++) gs[r][e] = 0.0f;
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < R; k++) {
+      float bk[8];
+      dg_load8(b + (size_t)k * M + j0, bk);
+#pragma unroll
+      for (int r = 0; r < ROWS; r++) {
+#pragma unroll
+        for (int e = 0; e < 8; e++) acc[r * R + k] = fmaf(gs[r][e], bk[e], acc[r * R + k]);
       }
     }
   }
@@ -148,58 +222,73 @@ const LoRARowsBackwardSource = `
     ut[o] = t[c];
     ut[o + R] = u[c];
   }
-  for (int i = threadIdx.x; i < K; i += W * 32) {
-    float av[R];
+  for (int i0 = 8 * threadIdx.x; i0 < K; i0 += 8 * W * 32) {
+    float s[ROWS][8];
 #pragma unroll
-    for (int k = 0; k < R; k++) av[k] = a[(size_t)i * R + k];
+    for (int e = 0; e < 8; e++) {
+      float av[R];
+      dg_load_floats<R>(a + (size_t)(i0 + e) * R, av);
+#pragma unroll
+      for (int r = 0; r < ROWS; r++) {
+        float v = 0.0f;
+#pragma unroll
+        for (int k = 0; k < R; k++) v = fmaf(u[r * R + k], av[k], v);
+        s[r][e] = v;
+      }
+    }
 #pragma unroll
     for (int r = 0; r < ROWS; r++) {
-      if (r < rows) {
-        float s = 0.0f;
-#pragma unroll
-        for (int k = 0; k < R; k++) s = fmaf(u[r * R + k], av[k], s);
-        dg_store(s, dx[(n0 + r) * K + i]);
-      }
+      if (r < rows) dg_store8(s[r], dx + (n0 + r) * K + i0);
     }
   }
 `
 
 // LoRAColumnsBackwardSource is the backward's part by columns, sums over the N rows:
 // da = xᵀ·u [K, R] and db = tᵀ·(α·g) [R, M], with t and u from ut. A block of W warps
-// per 32 columns: the first ⌈K/32⌉ blocks da's rows, the rest db's columns. Each lane
-// sums its column over rows w, w+W, … (w its warp), and the W warps' sums are added in
-// warp order, so the result does not depend on timing. MLX declares x, x_shape, g,
-// g_shape, ut, da and db; template constants R, W, ALPHA, NEG. Launch: grid
-// ((⌈K/32⌉ + ⌈M/32⌉)·32W, 1, 1) in blocks of 32W; W·32·(R+1) floats of shared memory.
+// per 64 columns, two a lane: the first ⌈K/64⌉ blocks da's rows, the rest db's columns.
+// Each lane sums its columns over rows w, w+W, … (w its warp), and the W warps' sums are
+// added in warp order, so the result does not depend on timing. K and M are even. MLX
+// declares x, x_shape, g, g_shape, ut, da and db; template constants R, W, ALPHA, NEG.
+// Launch: grid ((⌈K/64⌉ + ⌈M/64⌉)·32W, 1, 1) in blocks of 32W; W·64·(R+1) floats of
+// shared memory.
 const LoRAColumnsBackwardSource = `
   const int N = x_shape[0], K = x_shape[1], M = g_shape[1];
   const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
-  const int KB = (K + 31) / 32;
+  const int KB = (K + 63) / 64;
   const bool forA = (int)blockIdx.x < KB;
-  const int first = (forA ? blockIdx.x : blockIdx.x - KB) * 32;
+  const int first = (forA ? blockIdx.x : blockIdx.x - KB) * 64;
   const int width = forA ? K : M;
-  const int col = first + lane;
+  const int col = first + 2 * lane;
   const float alpha = dg_alpha<ALPHA, NEG>();
-  float acc[R];
+  float acc[2][R];
 #pragma unroll
-  for (int k = 0; k < R; k++) acc[k] = 0.0f;
+  for (int k = 0; k < R; k++) acc[0][k] = acc[1][k] = 0.0f;
   if (col < width) {
 #pragma unroll 4
     for (int n = w; n < N; n += W) {
-      // da takes x's column and u (ut's second half); db takes α·g's column and t
-      const float v = forA ? dg_float(x[(size_t)n * K + col]) : __fmul_rn(alpha, dg_float(g[(size_t)n * M + col]));
-      const float* f = ut + (size_t)n * 2 * R + (forA ? R : 0);
+      // da takes x's columns and u (ut's second half); db takes α·g's columns and t
+      float v0, v1;
+      if (forA) {
+        v0 = dg_float(x[(size_t)n * K + col]), v1 = dg_float(x[(size_t)n * K + col + 1]);
+      } else {
+        v0 = __fmul_rn(alpha, dg_float(g[(size_t)n * M + col])), v1 = __fmul_rn(alpha, dg_float(g[(size_t)n * M + col + 1]));
+      }
+      float f[R];
+      dg_load_floats<R>(ut + (size_t)n * 2 * R + (forA ? R : 0), f);
 #pragma unroll
-      for (int k = 0; k < R; k++) acc[k] = fmaf(v, f[k], acc[k]);
+      for (int k = 0; k < R; k++) {
+        acc[0][k] = fmaf(v0, f[k], acc[0][k]);
+        acc[1][k] = fmaf(v1, f[k], acc[1][k]);
+      }
     }
   }
-  __shared__ float part[W][32][R + 1];
+  __shared__ float part[W][64][R + 1];
 #pragma unroll
-  for (int k = 0; k < R; k++) part[w][lane][k] = acc[k];
+  for (int k = 0; k < R; k++) part[w][2 * lane][k] = acc[0][k], part[w][2 * lane + 1][k] = acc[1][k];
   __syncthreads();
-  for (int o = threadIdx.x; o < 32 * R; o += blockDim.x) {
+  for (int o = threadIdx.x; o < 64 * R; o += blockDim.x) {
     // da [K, R] is written row by row, db [R, M] along its rows' columns
-    const int c = forA ? o / R : o % 32, k = forA ? o % R : o / 32;
+    const int c = forA ? o / R : o % 64, k = forA ? o % R : o / 64;
     float s = 0.0f;
     for (int q = 0; q < W; q++) s += part[q][c][k];
     if (first + c < width) {

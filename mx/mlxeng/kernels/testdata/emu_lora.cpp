@@ -1,6 +1,6 @@
 // The LoRA kernels (emu_kernel.h: kernels.LoRAHeader and the three kernels inside C++
 // function templates) on the CPU emulation, for activations of type T = T_, rank R_,
-// x [N_, K_], base and g [N_, M_] and α = ALPHA_, against float64 references: each
+// x [N_, K_], base and g [N_, M_] (K_ and M_ multiples of 8) and α = ALPHA_, against float64 references: each
 // float32 value within 1e-5 of the sum of its terms' magnitudes, and a value of type
 // bfloat16 also within the half-ulps of the roundings the composition makes (the scaled
 // term, then the sum). Prints "checks C bad B"; exits 1 on any bad value.
@@ -35,13 +35,13 @@ int main() {
   bs.d[0] = R, bs.d[1] = M;
   gs.d[0] = N, gs.d[1] = M;
   // the engine's launch (mlxeng/lora.go): ROWS rows a block of W warps, W column warps
-  constexpr int ROWS = R <= 8 ? 4 : R <= 16 ? 2 : 1, W = 8, WC = R <= 16 ? 16 : 8;
+  constexpr int ROWS = R <= 8 ? 4 : R <= 16 ? 2 : 1, W = 8, WC = R <= 8 ? 16 : R <= 16 ? 8 : 4;
   const int rowBlocks = (N + ROWS - 1) / ROWS;
   std::vector<T> out(N * M, emu_to<T>(777)), dx(N * K, emu_to<T>(777));
   std::vector<float> ut(N * 2 * R, 777), da(K * R, 777), db(R * M, 777);
   launch(rowBlocks, 32 * W, [&] { forward_body<R, ROWS, W, ALPHA, NEG>(base.data(), x.data(), xs, a.data(), b.data(), bs, out.data()); });
   launch(rowBlocks, 32 * W, [&] { rows_body<R, ROWS, W, ALPHA, NEG>(x.data(), xs, g.data(), a.data(), b.data(), bs, dx.data(), ut.data()); });
-  launch((K + 31) / 32 + (M + 31) / 32, 32 * WC, [&] { columns_body<R, WC, ALPHA, NEG>(x.data(), xs, g.data(), gs, ut.data(), da.data(), db.data()); });
+  launch((K + 63) / 64 + (M + 63) / 64, 32 * WC, [&] { columns_body<R, WC, ALPHA, NEG>(x.data(), xs, g.data(), gs, ut.data(), da.data(), db.data()); });
 
   auto X = [&](int n, int i) { return double(emu_float(x[n * K + i])); };
   auto G = [&](int n, int j) { return double(alpha) * emu_float(g[n * M + j]); };  // the scaled cotangent

@@ -37,11 +37,14 @@ static inline __nv_bfloat162 atomicAdd(__nv_bfloat162* p, __nv_bfloat162 v) {
 }
 struct uint4 { uint32_t x, y, z, w; };
 static inline uint4 make_uint4(uint32_t a, uint32_t b, uint32_t c, uint32_t d) { return {a, b, c, d}; }
+struct float4 { float x, y, z, w; };
+static inline float4 make_float4(float a, float b, float c, float d) { return {a, b, c, d}; }
 struct dim3e { int x, y, z; };
 thread_local dim3e threadIdx, blockIdx, gridDim, blockDim;
 static inline float __fmul_rn(float a, float b) { volatile float p = a * b; return p; }
 static inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
 static inline int min(int a, int b) { return a < b ? a : b; }
+static inline float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f; }
 static inline float __fadd_rn(float a, float b) { volatile float s = a + b; return s; }
 #define __device__
 #define __forceinline__ inline
