@@ -294,7 +294,7 @@ type LoRAAdder interface {
 // base [..., N] of one dtype, and factors a [K, r], b [r, N] (float32 for training):
 // a LoRA adapter's term on its base linear's output with the activations narrower than
 // the factors (bfloat16 compute). An engine that has it (LoRAAdder) may compute it as
-// one op — MLX-CUDA's composition takes ~14 kernels forward and backward, most of them
+// one op — MLX-CUDA's composition took ~12 kernels forward and backward, most of them
 // tiny — with the composition's values up to float32 rounding of the sums; elsewhere it
 // is the composition Add(base, AsType(MulScalar(Matmul(Matmul(x, a), b), alpha),
 // x.DType())).

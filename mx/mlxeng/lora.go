@@ -135,7 +135,7 @@ import (
 
 // LoRA adapters' terms on MLX-CUDA (the default there; MLXENG_LORA=mlx turns it off).
 // With bfloat16 activations and float32 factors a LoRA linear adds
-// cast(α·((x·a)·b)) to its base's output; MLX-CUDA composes that from ~14 kernels
+// cast(α·((x·a)·b)) to its base's output; MLX-CUDA composes that from ~12 kernels
 // forward and backward — casts, cuBLAS products of rank r with their split-K reductions,
 // a scale, an add — each a launch, and each product a cuBLASLt set-up on the host, which
 // paces the real 26B-A4B geometry's step. kernels.LoRAForwardSource does the forward in
