@@ -253,29 +253,34 @@ void launch(int blocks, int threads, F body) {
 // TestLoRAKernelsEmulated runs LoRAForwardSource, LoRARowsBackwardSource and
 // LoRAColumnsBackwardSource on the CPU emulation for bfloat16 and float32 activations,
 // ranks 1 to 32, widths (multiples of 8) below a warp's lanes and past a block's threads,
-// and row counts that leave a block's last rows empty, against float64 references (testdata/emu_lora.cpp): each
-// value within float32 rounding of sums of its terms' magnitudes, plus the roundings to
-// the activations' type the composition makes. The GPU test is mlxeng's
+// row counts that leave a block's last rows empty, and arrays off the 16-byte boundary
+// (built with the alignment sanitizer, so a 16-byte access there fails the test as it
+// would fault on the GPU), against float64 references (testdata/emu_lora.cpp): each value
+// within float32 rounding of sums of its terms' magnitudes, plus the roundings to the
+// activations' type the composition makes. The GPU test is mlxeng's
 // TestLoRAAddMatchesComposition.
 func TestLoRAKernelsEmulated(t *testing.T) {
 	cxx, dir := emulation(t, fmt.Sprintf(loraHarness, LoRAHeader, LoRAForwardSource, LoRARowsBackwardSource, LoRAColumnsBackwardSource), "emu_lora.cpp")
 	cases := []struct {
 		r, k, m, n int
 		alpha      string
+		shift      int // the arrays this many elements off the 16-byte boundary
 	}{
-		{8, 96, 72, 7, "2.0f"},
-		{8, 2056, 2112, 37, "0.5f"}, // K and M past a block's 8·256 columns, N past its 16 column warps
-		{1, 40, 32, 1, "0.37f"},
-		{13, 72, 104, 9, "-1.5f"},
-		{32, 64, 64, 5, "16.0f"},
-		{16, 24, 16, 12, "0.125f"},
+		{8, 96, 72, 7, "2.0f", 0},
+		{8, 96, 72, 7, "2.0f", 1},
+		{8, 2056, 2112, 37, "0.5f", 0}, // K and M past a block's 8·256 columns, N past its 16 column warps
+		{1, 40, 32, 1, "0.37f", 0},
+		{13, 72, 104, 9, "-1.5f", 0},
+		{32, 64, 64, 5, "16.0f", 2},
+		{16, 24, 16, 12, "0.125f", 0},
 	}
 	for _, typ := range []string{"__nv_bfloat16", "float"} {
 		for _, c := range cases {
-			name := fmt.Sprintf("%s/r%d_k%d_m%d_n%d", strings.TrimPrefix(typ, "__nv_"), c.r, c.k, c.m, c.n)
+			name := fmt.Sprintf("%s/r%d_k%d_m%d_n%d_shift%d", strings.TrimPrefix(typ, "__nv_"), c.r, c.k, c.m, c.n, c.shift)
 			t.Run(name, func(t *testing.T) {
 				flags := []string{"-DT_=" + typ, "-DR_=" + strconv.Itoa(c.r), "-DK_=" + strconv.Itoa(c.k), "-DM_=" + strconv.Itoa(c.m),
-					"-DN_=" + strconv.Itoa(c.n), "-DALPHA_=" + c.alpha}
+					"-DN_=" + strconv.Itoa(c.n), "-DALPHA_=" + c.alpha, "-DSHIFT_=" + strconv.Itoa(c.shift),
+					"-fsanitize=alignment", "-fno-sanitize-recover=alignment"}
 				out := runEmulation(t, cxx, dir, "emu_lora.cpp", strings.ReplaceAll(name, "/", "_"), flags, nil, nil)
 				m := regexp.MustCompile(`checks (\d+) bad (\d+)`).FindStringSubmatch(out)
 				want := c.n*c.m + c.n*2*c.r + c.n*c.k + c.k*c.r + c.r*c.m

@@ -58,9 +58,18 @@ __device__ __forceinline__ void dg_block_sum(float (&v)[V], float* red, float* t
   }
   __syncthreads();
 }
-// dg_load8 reads 8 consecutive elements (16-byte aligned for bfloat16, 32 for float32)
-// as floats with vector loads; dg_store8 writes 8 floats rounded to the element type.
+// dg_aligned16 reports whether p is 16-byte aligned. MLX allocates aligned buffers, but an
+// input may be a view into one at any element offset (a row-contiguous slice of one row),
+// so the vector loads and stores below check and fall back to one element at a time.
+__device__ __forceinline__ bool dg_aligned16(const void* p) { return (reinterpret_cast<unsigned long long>(p) & 15ull) == 0; }
+// dg_load8 reads 8 consecutive elements as floats; dg_store8 writes 8 floats rounded to
+// the element type. Both use 16-byte accesses where p is aligned.
 __device__ __forceinline__ void dg_load8(const __nv_bfloat16* p, float (&v)[8]) {
+  if (!dg_aligned16(p)) {
+#pragma unroll
+    for (int e = 0; e < 8; e++) v[e] = __bfloat162float(p[e]);
+    return;
+  }
   const uint4 q = *reinterpret_cast<const uint4*>(p);
   const unsigned w[4] = {q.x, q.y, q.z, q.w};
 #pragma unroll
@@ -70,10 +79,20 @@ __device__ __forceinline__ void dg_load8(const __nv_bfloat16* p, float (&v)[8]) 
   }
 }
 __device__ __forceinline__ void dg_load8(const float* p, float (&v)[8]) {
+  if (!dg_aligned16(p)) {
+#pragma unroll
+    for (int e = 0; e < 8; e++) v[e] = p[e];
+    return;
+  }
   const float4 a = reinterpret_cast<const float4*>(p)[0], b = reinterpret_cast<const float4*>(p)[1];
   v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
 }
 __device__ __forceinline__ void dg_store8(const float (&v)[8], __nv_bfloat16* p) {
+  if (!dg_aligned16(p)) {
+#pragma unroll
+    for (int e = 0; e < 8; e++) p[e] = __float2bfloat16_rn(v[e]);
+    return;
+  }
   unsigned w[4];
 #pragma unroll
   for (int e = 0; e < 4; e++) {
@@ -83,24 +102,31 @@ __device__ __forceinline__ void dg_store8(const float (&v)[8], __nv_bfloat16* p)
   *reinterpret_cast<uint4*>(p) = make_uint4(w[0], w[1], w[2], w[3]);
 }
 __device__ __forceinline__ void dg_store8(const float (&v)[8], float* p) {
+  if (!dg_aligned16(p)) {
+#pragma unroll
+    for (int e = 0; e < 8; e++) p[e] = v[e];
+    return;
+  }
   reinterpret_cast<float4*>(p)[0] = make_float4(v[0], v[1], v[2], v[3]);
   reinterpret_cast<float4*>(p)[1] = make_float4(v[4], v[5], v[6], v[7]);
 }
 // dg_load_floats reads R consecutive floats, with 16-byte loads when R is a multiple of
-// 4 (p is then 16-byte aligned: a's rows, ut's halves).
+// 4 and p is aligned (a's rows, ut's halves).
 template <int R>
 __device__ __forceinline__ void dg_load_floats(const float* p, float (&v)[R]) {
   if constexpr (R % 4 == 0) {
-    const float4* q = reinterpret_cast<const float4*>(p);
+    if (dg_aligned16(p)) {
+      const float4* q = reinterpret_cast<const float4*>(p);
 #pragma unroll
-    for (int k = 0; k < R / 4; k++) {
-      const float4 f = q[k];
-      v[4 * k] = f.x, v[4 * k + 1] = f.y, v[4 * k + 2] = f.z, v[4 * k + 3] = f.w;
+      for (int k = 0; k < R / 4; k++) {
+        const float4 f = q[k];
+        v[4 * k] = f.x, v[4 * k + 1] = f.y, v[4 * k + 2] = f.z, v[4 * k + 3] = f.w;
+      }
+      return;
     }
-  } else {
-#pragma unroll
-    for (int k = 0; k < R; k++) v[k] = p[k];
   }
+#pragma unroll
+  for (int k = 0; k < R; k++) v[k] = p[k];
 }
 // dg_rows_times_a sets t[r·R + k] to x[n0 + r]·a[:, k] for the block's rows r < rows
 // (x [N, K], K a multiple of 8; a [K, R]; ROWS·R floats of shared memory), each thread

@@ -1,6 +1,7 @@
 // The LoRA kernels (emu_kernel.h: kernels.LoRAHeader and the three kernels inside C++
 // function templates) on the CPU emulation, for activations of type T = T_, rank R_,
-// x [N_, K_], base and g [N_, M_] (K_ and M_ multiples of 8) and α = ALPHA_, against float64 references: each
+// x [N_, K_], base and g [N_, M_] (K_ and M_ multiples of 8), α = ALPHA_ and the arrays
+// SHIFT_ elements off the 16-byte boundary, against float64 references: each
 // float32 value within 1e-5 of the sum of its terms' magnitudes, and a value of type
 // bfloat16 also within the half-ulps of the roundings the composition makes (the scaled
 // term, then the sum). Prints "checks C bad B"; exits 1 on any bad value.
@@ -8,6 +9,7 @@
 #include <bit>
 #include <cstdio>
 #include <random>
+#include <span>
 using T = T_;
 constexpr int R = R_, K = K_, M = M_, N = N_;
 constexpr float alpha = ALPHA_;
@@ -23,8 +25,13 @@ static void near(const char* what, int i, double got, double want, double bound)
 int main() {
   std::mt19937 rng(R * 1000 + K * 10 + M + N);
   std::uniform_real_distribution<float> u(-1, 1);
-  std::vector<T> x(N * K), base(N * M), g(N * M);
-  std::vector<float> a(K * R), b(R * M);
+  // SHIFT_ elements before each input and before out and dx: the kernels' 16-byte accesses
+  // must fall back to single elements off the boundary (views into MLX's buffers)
+  constexpr int S = SHIFT_;
+  std::vector<T> xv(N * K + S), basev(N * M + S), gv(N * M + S);
+  std::vector<float> av(K * R + S), bv(R * M + S);
+  std::span<T> x(xv.data() + S, N * K), base(basev.data() + S, N * M), g(gv.data() + S, N * M);
+  std::span<float> a(av.data() + S, K * R), b(bv.data() + S, R * M);
   for (auto& v : x) v = emu_to<T>(u(rng));
   for (auto& v : base) v = emu_to<T>(u(rng));
   for (auto& v : g) v = emu_to<T>(u(rng));
@@ -37,7 +44,8 @@ int main() {
   // the engine's launch (mlxeng/lora.go): ROWS rows a block of W warps, W column warps
   constexpr int ROWS = R <= 8 ? 4 : R <= 16 ? 2 : 1, W = 8, WC = R <= 8 ? 16 : R <= 16 ? 8 : 4;
   const int rowBlocks = (N + ROWS - 1) / ROWS;
-  std::vector<T> out(N * M, emu_to<T>(777)), dx(N * K, emu_to<T>(777));
+  std::vector<T> outv(N * M + S, emu_to<T>(777)), dxv(N * K + S, emu_to<T>(777));
+  std::span<T> out(outv.data() + S, N * M), dx(dxv.data() + S, N * K);
   std::vector<float> ut(N * 2 * R, 777), da(K * R, 777), db(R * M, 777);
   launch(rowBlocks, 32 * W, [&] { forward_body<R, ROWS, W, ALPHA, NEG>(base.data(), x.data(), xs, a.data(), b.data(), bs, out.data()); });
   launch(rowBlocks, 32 * W, [&] { rows_body<R, ROWS, W, ALPHA, NEG>(x.data(), xs, g.data(), a.data(), b.data(), bs, dx.data(), ut.data()); });

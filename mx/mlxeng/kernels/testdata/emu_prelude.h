@@ -35,9 +35,9 @@ static inline __nv_bfloat162 atomicAdd(__nv_bfloat162* p, __nv_bfloat162 v) {
   *p = {__hadd(old.x, v.x), __hadd(old.y, v.y)};
   return old;
 }
-struct uint4 { uint32_t x, y, z, w; };
+struct alignas(16) uint4 { uint32_t x, y, z, w; };  // aligned as CUDA's: a misaligned access may fault, as on the GPU
 static inline uint4 make_uint4(uint32_t a, uint32_t b, uint32_t c, uint32_t d) { return {a, b, c, d}; }
-struct float4 { float x, y, z, w; };
+struct alignas(16) float4 { float x, y, z, w; };
 static inline float4 make_float4(float a, float b, float c, float d) { return {a, b, c, d}; }
 struct dim3e { int x, y, z; };
 thread_local dim3e threadIdx, blockIdx, gridDim, blockDim;
