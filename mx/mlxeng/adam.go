@@ -43,6 +43,17 @@ const maxAdamTraces = 4
 // product and a sum into one FMA (NVRTC's default), a rounding apart.
 func (e *Engine) AdamStepAll(ps, gs, ms, vs []mx.Handle, c mx.AdamConstants) (newP, newM, newV []mx.Handle) {
 	n := len(ps)
+	if e.adamKernels.on {
+		var arrs [4][]*array
+		for k, hs := range [4][]mx.Handle{ps, gs, ms, vs} {
+			for _, h := range hs {
+				arrs[k] = append(arrs[k], get(h))
+			}
+		}
+		if adamKernelTakes(arrs[0], c) {
+			return e.adamStepKernel(arrs[0], arrs[1], arrs[2], arrs[3], c)
+		}
+	}
 	traced := c
 	traced.LR, traced.Decay = 0, 0
 	update := e.adamUpdate(adamKey{n: n, c: traced})

@@ -183,6 +183,10 @@ type Engine struct {
 	// adam holds the compiled AdamW updates (adam.go).
 	adam adamCache
 
+	// adamKernels: the multi-tensor AdamW kernel on CUDA when MLXENG_ADAM=kernel
+	// (adam_kernel.go).
+	adamKernels adamKernelCache
+
 	// fusedExperts: the experts' products on the dequant route go through expertsKernel
 	// (experts.go), made at open on a CUDA GPU unless MLXENG_EXPERTS=dequant.
 	fusedExperts  bool
@@ -292,6 +296,7 @@ func newEngine() (*Engine, error) {
 	e.dequantKernel, e.fastDequant = newDequantKernel(e.device)
 	e.rows = newRowKernels(e.device)
 	e.lora = newLoRAKernels(e.device)
+	e.adamKernels.on = adamKernelOn(e.device, os.Getenv(adamKernelEnv))
 	if e.device == "gpu" {
 		// MLX's own limit is 95 % of the card; start well inside it (callers may set
 		// another with mx.SetMemoryLimit).

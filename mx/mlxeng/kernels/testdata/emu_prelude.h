@@ -42,6 +42,9 @@ static inline float4 make_float4(float a, float b, float c, float d) { return {a
 struct dim3e { int x, y, z; };
 thread_local dim3e threadIdx, blockIdx, gridDim, blockDim;
 static inline float __fmul_rn(float a, float b) { volatile float p = a * b; return p; }
+static inline float __fsub_rn(float a, float b) { volatile float d = a - b; return d; }
+static inline float __fdiv_rn(float a, float b) { volatile float q = a / b; return q; }
+static inline float __fsqrt_rn(float a) { volatile float r = std::sqrt(a); return r; }
 static inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
 static inline int min(int a, int b) { return a < b ? a : b; }
 static inline float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f; }
