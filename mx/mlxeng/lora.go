@@ -147,8 +147,8 @@ import (
 // loraEnv turns the LoRA kernels off ("mlx": MLX's composition).
 const loraEnv = "MLXENG_LORA"
 
-// maxLoRARank bounds the kernels' rank: two rank-length float arrays a thread, and the
-// columns kernel's 8·32·(r+1) floats of shared memory.
+// maxLoRARank bounds the kernels' rank: a thread's partial sums (ROWS·r floats) and the
+// columns kernel's W·64·(r+1) floats of shared memory.
 const maxLoRARank = 32
 
 // loraKernels holds the three kernels; ok false leaves adapters to the composition.
@@ -174,10 +174,10 @@ func newLoRAKernels(device string) loraKernels {
 	return k
 }
 
-// addsLoRA reports whether LoRAAdd goes through the kernels: bfloat16 x [..., K] and base
-// [..., M] with K and M multiples of 8 (the kernels' 16-byte loads), float32 a [K, r] and
-// b [r, M] with 1 ≤ r ≤ maxLoRARank, at least one row, and every array's elements
-// indexable by int.
+// addsLoRA reports whether LoRAAdd goes through the kernels: bfloat16 x [..., K] and
+// base [..., M] with K and M multiples of 8 (the kernels take 8 columns at a time),
+// float32 a [K, r] and b [r, M] with 1 ≤ r ≤ maxLoRARank, at least one row, and every
+// array's elements indexable by int.
 func (e *Engine) addsLoRA(base, x, a, b *array) bool {
 	if !e.lora.ok || x.dt != mx.BFloat16 || base.dt != mx.BFloat16 || a.dt != mx.Float32 || b.dt != mx.Float32 {
 		return false

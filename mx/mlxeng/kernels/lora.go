@@ -3,24 +3,26 @@ package kernels
 // The LoRA kernels compute a low-rank adapter's term on a base linear's output for
 // bfloat16 activations and float32 factors — out = base + bf16(α·((x·a)·b)) — and its
 // gradients, in three launches where MLX-CUDA's ops took ~12 (casts, cuBLAS products
-// with their split-K reductions, a scale and an add; a real-geometry layer's 310 launches
-// became 245, 24 of them these kernels). The work is
-// small (rank r ≤ 32), so what the fused kernels save is the launches and the host's
-// per-product cuBLASLt set-up, which pace the real 26B-A4B geometry's step on the H200.
+// with their split-K reductions, a scale and an add; a real-geometry layer's 310
+// launches became 245, 24 of them these kernels). The work is small (rank r ≤ 32), so
+// what the fused kernels save is the launches and the host's per-product cuBLASLt
+// set-up, which pace the real 26B-A4B geometry's step on the H200.
 //
 // Arrays: x [N, K] and base, out, g [N, M] of the activations' type; a [K, R] and b
-// [R, M] float32 (the adapter's factors); α is given by the template constants ALPHA, the
-// bits of |α| as a float32, and NEG, its sign. Every sum is float32 with fused
+// [R, M] float32 (the adapter's factors); α is given by the template constants ALPHA,
+// the bits of |α| as a float32, and NEG, its sign. Every sum is float32 with fused
 // multiply-adds; the products' orders differ from cuBLAS's, so the values match MLX's
-// composition to float32 rounding, not bit for bit. At the real geometry (384 rows) a
-// first version gave each row one warp: 60–125 µs a launch (~3 warps an SM, each walking
-// K and M alone); a block of W warps on ROWS rows, one element a load: 11–48 µs (still
-// waiting on memory); 16-byte loads, 8 columns a thread: the real step 152 → 145 ms
-// (bench/results/gpu-s14.txt).
+// composition to float32 rounding, not bit for bit.
+//
+// Measured at the real geometry (384 rows; bench/results/gpu-s14.txt): a first version
+// gave each row one warp, 60–125 µs a launch (~3 warps an SM, each walking K and M
+// alone); a block of W warps on ROWS rows, one element a load, 11–48 µs (still waiting
+// on memory); 16-byte accesses, 8 columns a thread, took the real step from 152 to 145
+// ms. The alignment checks that guard those accesses came after and were not measured.
 
 // LoRAHeader is included before the LoRA kernels: conversions, a warp's and a block's
-// all-reduce and the block's rows' products with a. The CPU emulation (testdata/emu_prelude.h) defines the CUDA
-// intrinsics these use.
+// all-reduce, vector loads and stores, and the block's rows' products with a. The CPU
+// emulation (testdata/emu_prelude.h) defines the CUDA intrinsics these use.
 const LoRAHeader = conversions + `
 // dg_round is v rounded to T and back: the cast MLX's composition makes of α·(x·a)·b.
 __device__ __forceinline__ float dg_round(float v, float*) { return v; }
