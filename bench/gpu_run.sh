@@ -16,7 +16,8 @@
 # command, output and "#rc=… seconds=…"; an item already done (rc 0) is skipped, so the script can
 # be re-run after an interruption; RESULTS/all.txt collects every item's JSON and output tail. ITEMS
 # picks groups: smoke parity demo bench real peer (default: all); experts (the fused experts kernel against the
-# dequant route: its GPU test, then SCRATCH/real-6 — probe mkmodel --preset real --layers 6 — and real-4); profile
+# dequant route: its GPU test, then SCRATCH/real-6 — probe mkmodel --preset real --layers 6 — and real-4); kernels (the
+# compiled real step with the LoRA kernels, with MLX's composition instead, and with the AdamW kernel, alternating); profile
 # (ncu over one compiled step of SCRATCH/real-6, caches warm, one layer's kernels by category); memory (MLX's own reader against
 # Go's, compiled and uncompiled peaks at the real geometry, the mlx estimate); and route (the real geometry's
 # bf16 step with MLX's quantized kernels, MLXENG_QUANTIZED=kernel, against the engine's
@@ -132,6 +133,15 @@ if want profile; then
 fi
 if want route; then
   item mlx-real-128x256-bfloat16-kernel 420 env MLXENG_QUANTIZED=kernel $B/probe-mlx bench --backend mlx --model $S/real-4 --prompt-len 128 --canvas-len 256 --steps 3 --warmup 1 --compute-dtype bfloat16 --json
+fi
+if want kernels; then
+  # The engine's own kernels against MLX's ops, alternating on the compiled real step: the LoRA kernels
+  # (MLXENG_LORA=mlx is MLX's composition) and the multi-tensor AdamW kernel (MLXENG_ADAM=kernel, off by default).
+  for r in 1 2 3; do
+    for k in default:MLXENG_LORA= lora-mlx:MLXENG_LORA=mlx adam-kernel:MLXENG_ADAM=kernel; do
+      item mlx-real-128x256-bf16-compiled-${k%%:*}-$r 120 env ${k#*:} $B/probe-mlx bench --backend mlx --model $S/real-4 --prompt-len 128 --canvas-len 256 --steps 10 --warmup 2 --compute-dtype bfloat16 --compile --json
+    done
+  done
 fi
 if want peer; then
   for attn in ${PEER_REAL_ATTN:-sdpa eager}; do
