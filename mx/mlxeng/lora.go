@@ -111,15 +111,10 @@ static int mlxeng_lora_vjp(mlx_vector_array* res, const mlx_vector_array primals
 	return rc;
 }
 
-// mlxeng_lora_apply is base + cast(α·((x·a)·b)) with the kernels' VJP (x [N, K], base [N, M]).
-static int mlxeng_lora_apply(mlx_array* res, const mlx_array base, const mlx_array x, const mlx_array a,
-		const mlx_array b, mlxeng_lora p) {
-	mlx_vector_array in = mlx_vector_array_new();
-	int rc = mlx_vector_array_append_value(in, base) || mlx_vector_array_append_value(in, x) ||
-		mlx_vector_array_append_value(in, a) || mlx_vector_array_append_value(in, b) ||
-		mlxeng_custom_apply(res, in, mlxeng_lora_forward, mlxeng_lora_vjp, &p, sizeof p);
-	mlx_vector_array_free(in);
-	return rc;
+// mlxeng_lora_apply is base + cast(α·((x·a)·b)) with the kernels' VJP, for the inputs
+// [base [N, M], x [N, K], a, b].
+static int mlxeng_lora_apply(mlx_array* res, const mlx_vector_array in, mlxeng_lora p) {
+	return mlxeng_custom_apply(res, in, mlxeng_lora_forward, mlxeng_lora_vjp, &p, sizeof p);
 }
 */
 import "C"
@@ -210,7 +205,9 @@ func (e *Engine) LoRAAdd(hbase, hx, ha, hb mx.Handle, alpha float64) (mx.Handle,
 	}
 	p := C.mlxeng_lora{fwd: e.lora.fwd, rows: e.lora.rows, cols: e.lora.cols,
 		alpha: C.int(int32(math.Float32bits(float32(alpha)))), s: e.stream}
-	out := e.op("lora_add", func(res *C.mlx_array) C.int { return C.mlxeng_lora_apply(res, base.c, x.c, a.c, b.c, p) })
+	in := vector([]mx.Handle{base, x, a, b})
+	defer C.mlx_vector_array_free(in)
+	out := e.op("lora_add", func(res *C.mlx_array) C.int { return C.mlxeng_lora_apply(res, in, p) })
 	if len(shape) == 2 {
 		return out, true
 	}

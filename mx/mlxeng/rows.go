@@ -75,13 +75,9 @@ static int mlxeng_rows_vjp(mlx_vector_array* res, const mlx_vector_array primals
 	return rc;
 }
 
-// mlxeng_rows_apply is the take x[idx] (idx flat) with the kernels' VJP.
-static int mlxeng_rows_apply(mlx_array* res, const mlx_array x, const mlx_array idx, mlxeng_rows k) {
-	mlx_vector_array in = mlx_vector_array_new();
-	int rc = mlx_vector_array_append_value(in, x) || mlx_vector_array_append_value(in, idx) ||
-		mlxeng_custom_apply(res, in, mlxeng_rows_forward, mlxeng_rows_vjp, &k, sizeof k);
-	mlx_vector_array_free(in);
-	return rc;
+// mlxeng_rows_apply is the take x[idx] with the kernels' VJP, for the inputs [x, idx (flat)].
+static int mlxeng_rows_apply(mlx_array* res, const mlx_vector_array in, mlxeng_rows k) {
+	return mlxeng_custom_apply(res, in, mlxeng_rows_forward, mlxeng_rows_vjp, &k, sizeof k);
 }
 */
 import "C"
@@ -149,7 +145,9 @@ func (e *Engine) takeRows(x, idx *array) *array {
 	flat := e.reshape(idx, []int{dims.Numel(idx.shape)})
 	defer e.free(flat)
 	k := C.mlxeng_rows{gather: e.rows.gather, scatter: e.rows.scatter, s: e.stream}
-	out := e.op("take", func(res *C.mlx_array) C.int { return C.mlxeng_rows_apply(res, x.c, flat.c, k) })
+	in := vector([]mx.Handle{x, flat})
+	defer C.mlx_vector_array_free(in)
+	out := e.op("take", func(res *C.mlx_array) C.int { return C.mlxeng_rows_apply(res, in, k) })
 	if len(idx.shape) == 1 {
 		return out
 	}
