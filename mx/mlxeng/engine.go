@@ -187,9 +187,10 @@ type Engine struct {
 	// (adam_kernel.go).
 	adamKernels adamKernelCache
 
-	// fusedExperts: the experts' products on the dequant route go through expertsKernel
-	// (experts.go), made at open on a CUDA GPU unless MLXENG_EXPERTS=dequant.
-	fusedExperts  bool
+	// experts: which fused kernel (expertsKernel, experts.go) the experts' products on
+	// the dequant route go through, made at open on a CUDA GPU unless
+	// MLXENG_EXPERTS=dequant.
+	experts       expertsKind
 	expertsKernel C.mlx_fast_cuda_kernel
 
 	// rows: takes of rows through the engine's kernels on CUDA (rows.go).
@@ -292,7 +293,7 @@ func newEngine() (*Engine, error) {
 	}
 	e.quantized = chooseQuantizedRoute(e.device)
 	e.denseForwardMaxWeight = chooseDenseForwardMaxWeight()
-	e.expertsKernel, e.fusedExperts = newExpertsKernel(e.device)
+	e.expertsKernel, e.experts = newExpertsKernel(e.device)
 	e.dequantKernel, e.fastDequant = newDequantKernel(e.device)
 	e.rows = newRowKernels(e.device)
 	e.lora = newLoRAKernels(e.device)

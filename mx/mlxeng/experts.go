@@ -45,43 +45,72 @@ import (
 	"github.com/dgtune/dgtune/mx/mlxeng/kernels"
 )
 
-// Fused experts on MLX-CUDA, the default there (MLXENG_EXPERTS=dequant turns it off). On
+// Fused experts on MLX-CUDA, the default there (MLXENG_EXPERTS=dequant turns them off). On
 // the dequant route each expert product dequantizes the layer's experts — all of them,
 // 1.5 GB of bfloat16 for the real 26B-A4B geometry — and multiplies through CUTLASS's
 // grouped GEMM, whose 256-row tiles hold ~24 rows an expert and load with alignment 1:
 // together ~60 % of the real geometry's step on the H200
 // (bench/results/gpu-profile-real2-tf32.txt). kernels.ExpertsSource multiplies each
 // expert's sorted rows by its 4-bit weight dequantized tile by tile in shared memory, on
-// tensor cores, forward x·Wᵀ and backward g·W, without writing the weight out. Its indexing
-// is tested on a CPU emulation (package kernels), its results on a GPU by
-// TestFusedExpertsMatchExact, its speed by BenchmarkFusedExperts and bench/gpu_run.sh
-// ITEMS=experts. Dense linears do not use it (dequant.go): through it as one expert
+// tensor cores, forward x·Wᵀ and backward g·W, without writing the weight out;
+// kernels.ExpertsMMASource, the default, does the same with the operands dequantized in
+// registers and no shared-memory tile. Their indexing is tested on a CPU emulation
+// (package kernels), their results on a GPU by TestFusedExpertsMatchExact, their speed by
+// BenchmarkFusedExperts and bench/gpu_run.sh ITEMS=experts. Dense linears do not use it (dequant.go): through it as one expert
 // (grid z over the rows) the real geometry's dense products took ~0.85 ms a layer
 // against ~0.45, and its tied 262144-row head 8.9 ms against 3.0 (lease 5).
 
-// expertsEnv turns the fused experts off ("dequant"; anything else leaves them on).
+// expertsEnv picks the experts' products: "dequant" turns the fused kernels off, "wmma"
+// takes the first fused kernel (kernels.ExpertsSource), anything else the default
+// (kernels.ExpertsMMASource).
 const expertsEnv = "MLXENG_EXPERTS"
 
-// newExpertsKernel returns the fused experts kernel on a CUDA GPU unless the
-// environment turns it off; ok false leaves the experts on the dequant route.
-func newExpertsKernel(device string) (k C.mlx_fast_cuda_kernel, ok bool) {
-	if !isCUDA(device) || os.Getenv(expertsEnv) == "dequant" {
-		return k, false
+// expertsKind is which fused experts kernel an engine has, if any.
+type expertsKind int
+
+const (
+	expertsOff  expertsKind = iota // the dequant route's grouped GEMM
+	expertsWMMA                    // kernels.ExpertsSource: WMMA through a shared-memory tile
+	expertsMMA                     // kernels.ExpertsMMASource: mma.sync on operands built in registers
+)
+
+// mmaExpertsMaxContraction bounds the contraction ExpertsMMASource takes: it keeps NC
+// scales and NC biases (bfloat16) in static shared memory, at most 48 KB a block.
+const mmaExpertsMaxContraction = 8192
+
+// newExpertsKernel returns a fused experts kernel on a CUDA GPU unless the environment
+// turns it off; expertsOff leaves the experts on the dequant route. Making the kernel
+// compiles nothing: MLX compiles it for each shape on first use.
+func newExpertsKernel(device string) (k C.mlx_fast_cuda_kernel, kind expertsKind) {
+	env := os.Getenv(expertsEnv)
+	if !isCUDA(device) || env == "dequant" {
+		return k, expertsOff
 	}
-	k = newCUDAKernel("dgtune_experts", []string{"x", "w", "scales", "biases", "idx"}, []string{"out"}, kernels.ExpertsSource, kernels.ExpertsHeader)
-	return k, k.ctx != nil
+	kind, name, source, header := expertsMMA, "dgtune_mma_experts", kernels.ExpertsMMASource, kernels.ExpertsMMAHeader
+	if env == "wmma" {
+		kind, name, source, header = expertsWMMA, "dgtune_experts", kernels.ExpertsSource, kernels.ExpertsHeader
+	}
+	k = newCUDAKernel(name, []string{"x", "w", "scales", "biases", "idx"}, []string{"out"}, source, header)
+	if k.ctx == nil {
+		return k, expertsOff
+	}
+	return k, kind
 }
 
 // fusesExperts reports whether the fused kernel takes this gather: bfloat16 rows
 // x3 [rows, 1, K] sorted by expert, 4-bit weights [E, N, K/8] in groups of 64 with
-// bfloat16 scales, and every width a multiple of the kernel's 64-wide tiles.
+// bfloat16 scales, every width a multiple of the kernel's 64-wide tiles and, for the
+// mma.sync kernel, both products' contractions (K forward, N backward) within its bound.
 func (e *Engine) fusesExperts(x3, wq, s, rhs *array, p mx.QuantParams, sorted bool) bool {
-	if !e.fusedExperts || !sorted || p.Bits != 4 || p.GroupSize != 64 {
+	if e.experts == expertsOff || !sorted || p.Bits != 4 || p.GroupSize != 64 {
 		return false
 	}
 	if x3.dt != mx.BFloat16 || s.dt != mx.BFloat16 || len(x3.shape) != 3 || len(rhs.shape) != 1 || len(wq.shape) != 3 {
 		return false
 	}
 	k, n, experts := x3.shape[2], wq.shape[1], wq.shape[0]
+	if e.experts == expertsMMA && (k > mmaExpertsMaxContraction || n > mmaExpertsMaxContraction) {
+		return false
+	}
 	return k%64 == 0 && n%64 == 0 && wq.shape[2]*8 == k && experts <= 65535
 }

@@ -9,10 +9,10 @@ import (
 	"github.com/dgtune/dgtune/mx"
 )
 
-// fusedExpertsEngine is the engine on the dequant route with the fused experts kernel
-// made (and off until a test sets fusedExperts), restored when tb ends; it skips where
-// MLX has no GPU.
-func fusedExpertsEngine(tb testing.TB) *Engine {
+// fusedExpertsEngine is the engine on the dequant route with both fused experts kernels
+// made, off until a test calls use with a kernel (expertsOff: the dequant route's grouped
+// GEMM), restored when tb ends; it skips where MLX has no GPU.
+func fusedExpertsEngine(tb testing.TB) (e *Engine, use func(expertsKind)) {
 	e, err := open()
 	if err != nil {
 		tb.Fatal(err)
@@ -20,20 +20,34 @@ func fusedExpertsEngine(tb testing.TB) *Engine {
 	if e.device != "gpu" {
 		tb.Skip("custom CUDA kernels run on a GPU only")
 	}
-	tb.Setenv(expertsEnv, "fused")
-	k, ok := newExpertsKernel(e.device)
-	if !ok {
-		tb.Fatal("could not make the fused experts kernel")
+	tb.Setenv(expertsEnv, "wmma")
+	wmma, kind := newExpertsKernel(e.device)
+	if kind != expertsWMMA {
+		tb.Fatalf("%s=wmma made kernel %d", expertsEnv, kind)
 	}
-	savedRoute, savedFused, savedKernel := e.quantized, e.fusedExperts, e.expertsKernel
-	tb.Cleanup(func() { e.quantized, e.fusedExperts, e.expertsKernel = savedRoute, savedFused, savedKernel })
-	e.quantized, e.expertsKernel = routeDequant, k
-	return e
+	tb.Setenv(expertsEnv, "")
+	mma, kind := newExpertsKernel(e.device)
+	if kind != expertsMMA {
+		tb.Fatalf("the default experts kernel is %d", kind)
+	}
+	savedRoute, savedKind, savedKernel := e.quantized, e.experts, e.expertsKernel
+	tb.Cleanup(func() { e.quantized, e.experts, e.expertsKernel = savedRoute, savedKind, savedKernel })
+	e.quantized, e.experts = routeDequant, expertsOff
+	return e, func(k expertsKind) {
+		e.experts, e.expertsKernel = k, mma
+		if k == expertsWMMA {
+			e.expertsKernel = wmma
+		}
+	}
 }
 
-// TestExpertsKernelChoice: the fused experts kernel is never made on the CPU or with
-// MLXENG_EXPERTS=dequant, and is made by default on a CUDA GPU (that case runs where
-// the engine has one: making the kernel compiles nothing, but MLX without CUDA refuses it).
+// expertsRoutes names the experts' routes for subtests and messages.
+var expertsRoutes = map[expertsKind]string{expertsOff: "dequant route", expertsWMMA: "wmma kernel", expertsMMA: "mma kernel"}
+
+// TestExpertsKernelChoice: no fused experts kernel is made on the CPU or with
+// MLXENG_EXPERTS=dequant; MLXENG_EXPERTS=wmma makes the first one and anything else the
+// mma.sync one on a CUDA GPU (those cases run where the engine has one: making a kernel
+// compiles nothing, but MLX without CUDA refuses it).
 func TestExpertsKernelChoice(t *testing.T) {
 	e, err := open()
 	if err != nil {
@@ -42,31 +56,32 @@ func TestExpertsKernelChoice(t *testing.T) {
 	cuda := isCUDA(e.device)
 	for _, c := range []struct {
 		env, device string
-		want        bool
+		want        expertsKind
 	}{
-		{"dequant", "gpu", false},
-		{"", "cpu", false},
-		{"fused", "cpu", false},
-		{"", "gpu", true},
-		{"fused", "gpu", true},
+		{"dequant", "gpu", expertsOff},
+		{"", "cpu", expertsOff},
+		{"wmma", "cpu", expertsOff},
+		{"", "gpu", expertsMMA},
+		{"fused", "gpu", expertsMMA},
+		{"wmma", "gpu", expertsWMMA},
 	} {
-		if c.want && !cuda {
+		if c.want != expertsOff && !cuda {
 			continue
 		}
 		t.Setenv(expertsEnv, c.env)
 		if _, got := newExpertsKernel(c.device); got != c.want {
-			t.Errorf("%s=%q on %s: fused %v, want %v", expertsEnv, c.env, c.device, got, c.want)
+			t.Errorf("%s=%q on %s: %s, want %s", expertsEnv, c.env, c.device, expertsRoutes[got], expertsRoutes[c.want])
 		}
 	}
 }
 
-// TestFusedExpertsMatchExact: on a GPU, the fused experts kernel (MLXENG_EXPERTS=fused)
-// gives x·W[e]ᵀ and its input gradient g·W[e] for rows sorted by expert — an expert with
+// TestFusedExpertsMatchExact: on a GPU, each fused experts kernel (mma.sync, the default,
+// and MLXENG_EXPERTS=wmma) gives x·W[e]ᵀ and its input gradient g·W[e] for rows sorted by expert — an expert with
 // no rows, one with a single row, one spanning two 32-row tiles — within bfloat16's
 // rounding of the float64 products of the same bfloat16 inputs and dequantized weights,
 // and so does the dequant route it replaces. MLX's CPU backend has no custom kernels.
 func TestFusedExpertsMatchExact(t *testing.T) {
-	e := fusedExpertsEngine(t)
+	e, use := fusedExpertsEngine(t)
 
 	const experts, n, kd = 5, 192, 128
 	counts := []int{3, 0, 40, 1, 26} // rows of each expert, in order
@@ -121,16 +136,16 @@ func TestFusedExpertsMatchExact(t *testing.T) {
 			}
 		}
 	}
-	for _, fused := range []bool{true, false} {
-		e.fusedExperts = fused
-		if fused && !e.fusesExperts(get(mx.Reshape(x, rows, 1, kd).Handle()), get(wq.Handle()), get(ws.Handle()), get(ids.Handle()), mx.QuantParams{GroupSize: 64, Bits: 4}, true) {
+	for _, kind := range []expertsKind{expertsMMA, expertsWMMA, expertsOff} {
+		use(kind)
+		if kind != expertsOff && !e.fusesExperts(get(mx.Reshape(x, rows, 1, kd).Handle()), get(wq.Handle()), get(ws.Handle()), get(ids.Handle()), mx.QuantParams{GroupSize: 64, Bits: 4}, true) {
 			t.Fatal("the fused kernel refused the test's shapes")
 		}
 		vals, grads := mx.ValueAndGrad(func(a []*mx.Array) []*mx.Array {
 			y := mx.GatherQMM(a[0], wq, ws, wb, ids, true, 64, 4, true)
 			return []*mx.Array{mx.Sum(mx.Multiply(mx.AsType(y, mx.Float32), mx.AsType(cot, mx.Float32)), false), y}
 		})([]*mx.Array{x})
-		name := map[bool]string{true: "fused", false: "dequant route"}[fused]
+		name := expertsRoutes[kind]
 		check(name+" y", mx.AsType(vals[1], mx.Float32).Float32s(), wantY)
 		check(name+" dx", mx.AsType(grads[0], mx.Float32).Float32s(), wantDX)
 	}
@@ -166,31 +181,34 @@ func realExpertInputs(e mx.Engine, n, k int) (wq, ws, wb, x *mx.Array) {
 	return wq, ws, wb, x
 }
 
-// TestFusesExpertsShapes: the fused kernel takes bfloat16 rows over 4-bit, group-64
-// weights whose widths are multiples of 64, and nothing else. The choice is pure shape logic, so it runs on any
-// device with the kernel's switch forced on.
+// TestFusesExpertsShapes: the fused kernels take bfloat16 rows over 4-bit, group-64
+// weights whose widths are multiples of 64, and nothing else; the mma.sync kernel also
+// wants both contractions within mmaExpertsMaxContraction. The choice is pure shape
+// logic, so it runs on any device with the kernel's switch forced on.
 func TestFusesExpertsShapes(t *testing.T) {
 	e, err := open()
 	if err != nil {
 		t.Fatal(err)
 	}
-	saved := e.fusedExperts
-	t.Cleanup(func() { e.fusedExperts = saved })
-	e.fusedExperts = true
+	saved := e.experts
+	t.Cleanup(func() { e.experts = saved })
 	for _, c := range []struct {
 		name          string
 		experts, n, k int
 		bits, group   int
 		dt            mx.DType
-		want          bool
+		want          map[expertsKind]bool
 	}{
-		{"real gate_up", 128, 1408, 2816, 4, 64, mx.BFloat16, true},
-		{"real down", 128, 2816, 704, 4, 64, mx.BFloat16, true},
-		{"K not a tile multiple", 4, 128, 96, 4, 64, mx.BFloat16, false},
-		{"N not a tile multiple", 4, 96, 128, 4, 64, mx.BFloat16, false},
-		{"8 bits", 4, 128, 128, 8, 64, mx.BFloat16, false},
-		{"groups of 32", 4, 128, 128, 4, 32, mx.BFloat16, false},
-		{"float32 rows", 4, 128, 128, 4, 64, mx.Float32, false},
+		{"real gate_up", 128, 1408, 2816, 4, 64, mx.BFloat16, map[expertsKind]bool{expertsWMMA: true, expertsMMA: true}},
+		{"real down", 128, 2816, 704, 4, 64, mx.BFloat16, map[expertsKind]bool{expertsWMMA: true, expertsMMA: true}},
+		{"K at the mma bound", 2, 64, 8192, 4, 64, mx.BFloat16, map[expertsKind]bool{expertsWMMA: true, expertsMMA: true}},
+		{"K past the mma bound", 2, 64, 8256, 4, 64, mx.BFloat16, map[expertsKind]bool{expertsWMMA: true}},
+		{"N past the mma bound", 2, 8256, 64, 4, 64, mx.BFloat16, map[expertsKind]bool{expertsWMMA: true}},
+		{"K not a tile multiple", 4, 128, 96, 4, 64, mx.BFloat16, nil},
+		{"N not a tile multiple", 4, 96, 128, 4, 64, mx.BFloat16, nil},
+		{"8 bits", 4, 128, 128, 8, 64, mx.BFloat16, nil},
+		{"groups of 32", 4, 128, 128, 4, 32, mx.BFloat16, nil},
+		{"float32 rows", 4, 128, 128, 4, 64, mx.Float32, nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			x := mx.Zeros(e, []int{8, 1, c.k}, c.dt)
@@ -198,55 +216,60 @@ func TestFusesExpertsShapes(t *testing.T) {
 			ws := mx.Zeros(e, []int{c.experts, c.n, c.k / c.group}, mx.BFloat16)
 			ids := mx.Zeros(e, []int{8}, mx.Int32)
 			p := mx.QuantParams{GroupSize: c.group, Bits: c.bits}
-			if got := e.fusesExperts(get(x.Handle()), get(wq.Handle()), get(ws.Handle()), get(ids.Handle()), p, true); got != c.want {
-				t.Errorf("fusesExperts = %v, want %v", got, c.want)
+			for _, kind := range []expertsKind{expertsOff, expertsWMMA, expertsMMA} {
+				e.experts = kind
+				if got := e.fusesExperts(get(x.Handle()), get(wq.Handle()), get(ws.Handle()), get(ids.Handle()), p, true); got != c.want[kind] {
+					t.Errorf("%s: fusesExperts = %v, want %v", expertsRoutes[kind], got, c.want[kind])
+				}
 			}
 		})
 	}
 }
 
 // TestFusedExpertsMatchDequantRouteReal: on a GPU, at the real 26B-A4B geometry's expert
-// shapes (3,072 rows over 128 experts, gate/up [1408, 2816] and down [2816, 704]) the
+// shapes (3,072 rows over 128 experts, gate/up [1408, 2816] and down [2816, 704]) each
 // fused kernel's forward and input gradient agree with the dequant route's (dequantize,
 // then MLX's grouped GEMM) within two bfloat16 roundings: the two sum the same products of
 // the same bfloat16 values in float32, in different orders. TestFusedExpertsMatchExact
 // checks small shapes against float64; this one covers the long contractions and the
 // grid at the size the model runs.
 func TestFusedExpertsMatchDequantRouteReal(t *testing.T) {
-	e := fusedExpertsEngine(t)
+	e, use := fusedExpertsEngine(t)
 	ids := realExpertIDs(e)
 	for _, shape := range realExpertShapes {
 		t.Run(shape.name, func(t *testing.T) {
 			wq, ws, wb, x := realExpertInputs(e, shape.n, shape.k)
 			cot := mx.AsType(mx.Normal(mx.Key(e, 3), []int{realExpertRows, shape.n}, mx.Float32), mx.BFloat16)
-			run := func(fused bool) (y, dx []float32) {
-				e.fusedExperts = fused
+			run := func(kind expertsKind) (y, dx []float32) {
+				use(kind)
 				vals, grads := mx.ValueAndGrad(func(a []*mx.Array) []*mx.Array {
 					y := mx.GatherQMM(a[0], wq, ws, wb, ids, true, 64, 4, true)
 					return []*mx.Array{mx.Sum(mx.Multiply(mx.AsType(y, mx.Float32), mx.AsType(cot, mx.Float32)), false), y}
 				})([]*mx.Array{x})
 				return mx.AsType(vals[1], mx.Float32).Float32s(), mx.AsType(grads[0], mx.Float32).Float32s()
 			}
-			fy, fdx := run(true)
-			dy, ddx := run(false)
-			for _, c := range []struct {
-				what      string
-				got, want []float32
-			}{{"y", fy, dy}, {"dx", fdx, ddx}} {
-				scale := 0.0
-				for _, v := range c.want {
-					scale = math.Max(scale, math.Abs(float64(v)))
-				}
-				bad := 0
-				for i, v := range c.want {
-					if d := math.Abs(float64(c.got[i] - v)); d > math.Abs(float64(v))/128+scale*1e-3 {
-						if bad++; bad <= 3 {
-							t.Errorf("%s [%d]: fused %v, dequant route %v (scale %v)", c.what, i, c.got[i], v, scale)
+			dy, ddx := run(expertsOff)
+			for _, kind := range []expertsKind{expertsWMMA, expertsMMA} {
+				fy, fdx := run(kind)
+				for _, c := range []struct {
+					what      string
+					got, want []float32
+				}{{"y", fy, dy}, {"dx", fdx, ddx}} {
+					scale := 0.0
+					for _, v := range c.want {
+						scale = math.Max(scale, math.Abs(float64(v)))
+					}
+					bad := 0
+					for i, v := range c.want {
+						if d := math.Abs(float64(c.got[i] - v)); d > math.Abs(float64(v))/128+scale*1e-3 {
+							if bad++; bad <= 3 {
+								t.Errorf("%s %s [%d]: %v, dequant route %v (scale %v)", expertsRoutes[kind], c.what, i, c.got[i], v, scale)
+							}
 						}
 					}
-				}
-				if bad > 0 {
-					t.Errorf("%s: %d of %d values apart", c.what, bad, len(c.want))
+					if bad > 0 {
+						t.Errorf("%s %s: %d of %d values apart", expertsRoutes[kind], c.what, bad, len(c.want))
+					}
 				}
 			}
 		})
@@ -255,16 +278,16 @@ func TestFusedExpertsMatchDequantRouteReal(t *testing.T) {
 
 // BenchmarkFusedExperts times one expert product of the real 26B-A4B geometry on a GPU —
 // 3,072 (token, slot) rows sorted over 128 experts, 4-bit weights in groups of 64 — on the
-// dequant route (dequantize + CUTLASS grouped GEMM) and through the fused kernel, forward
+// dequant route (dequantize + CUTLASS grouped GEMM) and through each fused kernel, forward
 // (x·Wᵀ) and with the input gradient (value and grad of a sum). MLX's CPU backend has no
 // custom kernels.
 func BenchmarkFusedExperts(b *testing.B) {
-	e := fusedExpertsEngine(b)
+	e, use := fusedExpertsEngine(b)
 	ids := realExpertIDs(e)
 	for _, shape := range realExpertShapes {
 		wq, ws, wb, x := realExpertInputs(e, shape.n, shape.k)
-		for _, fused := range []bool{false, true} {
-			route := map[bool]string{false: "dequant", true: "fused"}[fused]
+		for _, kind := range []expertsKind{expertsOff, expertsWMMA, expertsMMA} {
+			route := map[expertsKind]string{expertsOff: "dequant", expertsWMMA: "wmma", expertsMMA: "mma"}[kind]
 			forward := func() { mx.Eval(mx.GatherQMM(x, wq, ws, wb, ids, true, 64, 4, true)) }
 			both := func() {
 				v, g := mx.ValueAndGrad(func(a []*mx.Array) []*mx.Array {
@@ -278,7 +301,7 @@ func BenchmarkFusedExperts(b *testing.B) {
 				run  func()
 			}{{"forward", forward}, {"forward+dx", both}} {
 				b.Run(shape.name+"/"+route+"/"+c.pass, func(b *testing.B) {
-					e.fusedExperts = fused
+					use(kind)
 					c.run() // kernel JIT
 					b.ResetTimer()
 					for range b.N {

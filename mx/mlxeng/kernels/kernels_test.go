@@ -87,42 +87,52 @@ void launch(int experts, int z, const __nv_bfloat16* x, const uint32_t* w, const
 }
 `
 
-// TestExpertsKernelEmulated runs ExpertsSource, forward and input gradient, on the CPU
-// emulation (testdata/emu_prelude.h) for experts with no rows, one row, rows spanning two
-// and three 32-row tiles, contractions of one to four 64-wide slices, and inputs off the
-// 16-byte boundary, against float64 products (testdata/emu_experts.cpp). The GPU test is mlxeng's TestFusedExpertsMatchExact.
+// expertsEmulationCases are the shapes the experts kernels run on the emulation: experts
+// with no rows, one row, rows spanning two and three 32-row tiles, contractions of one to
+// four 64-wide slices (and the real geometry's 704 and 2816), inputs off the 16-byte
+// boundary, and blocks sharing an expert's tiles (grid z).
+var expertsEmulationCases = []struct {
+	experts, n, k int
+	rows          []int // of each expert, in order
+	shift         bool  // x and g start one element off the 16-byte boundary
+	z             int   // blocks sharing an expert's 32-row tiles (grid z)
+}{
+	{5, 192, 128, []int{3, 0, 40, 1, 26}, false, 1},
+	{5, 192, 128, []int{3, 0, 40, 1, 26}, false, 2},
+	{3, 64, 64, []int{1, 65, 0}, false, 1},
+	{3, 64, 64, []int{1, 65, 0}, false, 3},
+	{3, 64, 64, []int{1, 65, 0}, false, 5}, // more blocks than tiles
+	{2, 128, 256, []int{0, 33}, false, 1},
+	{2, 128, 256, []int{0, 33}, true, 1},
+	{2, 2816, 704, []int{31, 33}, false, 1}, // the real 26B-A4B geometry's down projection
+}
+
+// TestExpertsKernelEmulated runs ExpertsSource (WMMA through a shared-memory tile) and
+// ExpertsMMASource (mma.sync on operands built in registers), forward and input
+// gradient, on the CPU emulation (testdata/emu_prelude.h) for expertsEmulationCases,
+// against float64 products (testdata/emu_experts.cpp). The GPU test is mlxeng's
+// TestFusedExpertsMatchExact.
 func TestExpertsKernelEmulated(t *testing.T) {
-	cxx, dir := emulation(t, fmt.Sprintf(emulationHarness, ExpertsSource), "emu_experts.cpp")
-	cases := []struct {
-		experts, n, k int
-		rows          []int // of each expert, in order
-		shift         bool  // x and g start one element off the 16-byte boundary
-		z             int   // blocks sharing an expert's 32-row tiles (grid z)
-	}{
-		{5, 192, 128, []int{3, 0, 40, 1, 26}, false, 1},
-		{5, 192, 128, []int{3, 0, 40, 1, 26}, false, 2},
-		{3, 64, 64, []int{1, 65, 0}, false, 1},
-		{3, 64, 64, []int{1, 65, 0}, false, 3},
-		{3, 64, 64, []int{1, 65, 0}, false, 5}, // more blocks than tiles
-		{2, 128, 256, []int{0, 33}, false, 1},
-		{2, 128, 256, []int{0, 33}, true, 1},
-		{2, 2816, 704, []int{31, 33}, false, 1}, // the real 26B-A4B geometry's down projection
-	}
-	for _, c := range cases {
-		name := fmt.Sprintf("E%d_N%d_K%d_shift%v_z%d", c.experts, c.n, c.k, c.shift, c.z)
-		t.Run(name, func(t *testing.T) {
-			var args []string
-			total := 0
-			for _, r := range c.rows {
-				args = append(args, strconv.Itoa(r))
-				total += r
-			}
-			out := runEmulation(t, cxx, dir, "emu_experts.cpp", name,
-				[]string{fmt.Sprintf("-DE_=%d", c.experts), fmt.Sprintf("-DN_=%d", c.n), fmt.Sprintf("-DK_=%d", c.k)}, args,
-				[]string{fmt.Sprintf("EMU_SHIFT=%d", map[bool]int{false: 0, true: 1}[c.shift]), fmt.Sprintf("EMU_Z=%d", c.z)})
-			m := regexp.MustCompile(`rows (\d+) bad (\d+)`).FindStringSubmatch(out)
-			if m == nil || m[1] != strconv.Itoa(total) || m[2] != "0" {
-				t.Fatalf("emulation reported %q, want rows %d bad 0", strings.TrimSpace(out), total)
+	for _, kernel := range []struct{ name, source string }{{"wmma", ExpertsSource}, {"mma", ExpertsMMASource}} {
+		t.Run(kernel.name, func(t *testing.T) {
+			cxx, dir := emulation(t, fmt.Sprintf(emulationHarness, kernel.source), "emu_experts.cpp")
+			for _, c := range expertsEmulationCases {
+				name := fmt.Sprintf("E%d_N%d_K%d_shift%v_z%d", c.experts, c.n, c.k, c.shift, c.z)
+				t.Run(name, func(t *testing.T) {
+					var args []string
+					total := 0
+					for _, r := range c.rows {
+						args = append(args, strconv.Itoa(r))
+						total += r
+					}
+					out := runEmulation(t, cxx, dir, "emu_experts.cpp", name,
+						[]string{fmt.Sprintf("-DE_=%d", c.experts), fmt.Sprintf("-DN_=%d", c.n), fmt.Sprintf("-DK_=%d", c.k)}, args,
+						[]string{fmt.Sprintf("EMU_SHIFT=%d", map[bool]int{false: 0, true: 1}[c.shift]), fmt.Sprintf("EMU_Z=%d", c.z)})
+					m := regexp.MustCompile(`rows (\d+) bad (\d+)`).FindStringSubmatch(out)
+					if m == nil || m[1] != strconv.Itoa(total) || m[2] != "0" {
+						t.Fatalf("emulation reported %q, want rows %d bad 0", strings.TrimSpace(out), total)
+					}
+				})
 			}
 		})
 	}

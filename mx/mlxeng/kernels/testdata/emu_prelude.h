@@ -37,6 +37,8 @@ static inline __nv_bfloat162 atomicAdd(__nv_bfloat162* p, __nv_bfloat162 v) {
 }
 struct alignas(16) uint4 { uint32_t x, y, z, w; };  // aligned as CUDA's: a misaligned access may fault, as on the GPU
 static inline uint4 make_uint4(uint32_t a, uint32_t b, uint32_t c, uint32_t d) { return {a, b, c, d}; }
+struct alignas(8) uint2 { uint32_t x, y; };
+static inline uint2 make_uint2(uint32_t a, uint32_t b) { return {a, b}; }
 struct alignas(16) float4 { float x, y, z, w; };
 static inline float4 make_float4(float a, float b, float c, float d) { return {a, b, c, d}; }
 struct dim3e { int x, y, z; };
@@ -83,6 +85,32 @@ template <class LA, class LB> void mma_sync(fragment<accumulator, 16, 16, 16, fl
 inline void store_matrix_sync(float* p, const fragment<accumulator, 16, 16, 16, float>& f, unsigned ld, layout_t) {
   for (int i = 0; i < 16; i++) for (int j = 0; j < 16; j++) p[i * ld + j] = f.v[i][j]; }
 }}
+// mma.sync m16n8k16 (kernels.ExpertsMMAHeader) for the warp: every lane leaves its
+// registers in a slot, the block's barrier, each lane computes its four sums from its
+// warp's slots (lane g·4 + t holds A[g][2t, 2t+1], A[g+8][2t, 2t+1], A[g][2t+8, 2t+9],
+// A[g+8][2t+8, 2t+9], B[2t, 2t+1][g], B[2t+8, 2t+9][g]; D[g][2t, 2t+1], D[g+8][2t, 2t+1]),
+// the barrier again. Every thread of the block must reach it at the same point.
+static uint32_t emu_mma_a[1024][4], emu_mma_b[1024][2];
+static inline float emu_half(uint32_t r, int hi) { return __bfloat162float({uint16_t(hi ? r >> 16 : r & 0xffff)}); }
+static inline void dg_mma16816(float* d, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0, uint32_t b1) {
+  const int tid = threadIdx.x, base = tid & ~31, lane = tid & 31, g = lane / 4, t = lane % 4;
+  emu_mma_a[tid][0] = a0; emu_mma_a[tid][1] = a1; emu_mma_a[tid][2] = a2; emu_mma_a[tid][3] = a3;
+  emu_mma_b[tid][0] = b0; emu_mma_b[tid][1] = b1;
+  emu_bar->arrive_and_wait();
+  auto A = [&](int row, int k) {  // the lane and register that hold A[row][k]
+    return emu_half(emu_mma_a[base + (row % 8) * 4 + (k % 8) / 2][(row >= 8 ? 1 : 0) + (k >= 8 ? 2 : 0)], k & 1);
+  };
+  auto B = [&](int k, int col) { return emu_half(emu_mma_b[base + col * 4 + (k % 8) / 2][k >= 8 ? 1 : 0], k & 1); };
+  float out[4];
+  for (int i = 0; i < 4; i++) {
+    const int row = g + (i >= 2 ? 8 : 0), col = 2 * t + (i & 1);
+    float s = d[i];
+    for (int k = 0; k < 16; k++) s += A(row, k) * B(k, col);
+    out[i] = s;
+  }
+  emu_bar->arrive_and_wait();
+  for (int i = 0; i < 4; i++) d[i] = out[i];
+}
 struct Shape { int d[8]; const int& operator[](int i) const { return d[i]; } };
 // Helpers for the references the tests write out: any element type as float, and a
 // float rounded to T (emu_to<T>).
