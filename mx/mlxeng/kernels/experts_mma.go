@@ -42,6 +42,7 @@ __device__ __forceinline__ void dg_mma16816(float* d, uint32_t a0, uint32_t a1, 
 //     one column of two rows, each with its own scale and bias;
 //   - the next 32-slice's rows and words are loaded into registers while this one's
 //     products run.
+//
 // The scales and biases the block needs (NC of each) are copied to shared memory once,
 // the only barrier: x's rows, read by the block's 4 warps, come through L1.
 const ExpertsMMASource = `
