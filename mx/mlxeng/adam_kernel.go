@@ -54,11 +54,14 @@ import (
 )
 
 // The multi-tensor AdamW kernel on MLX-CUDA (MLXENG_ADAM=kernel turns it on; off by
-// default until it has been measured on a GPU). The compiled update (adam.go) fuses each
-// parameter's chain into one kernel but still launches once a tensor: 20 launches of
-// 5–8 µs in a real 26B-A4B layer's backward, ~600 a step, each with the host's launch
-// cost. kernels.AdamSource updates up to adamKernelGroup tensors in one launch, rounding
-// each operation on its own, so it gives the uncompiled composition's bits.
+// default). The compiled update (adam.go) fuses each parameter's chain into one kernel
+// but still launches once a tensor: 20 launches of 5–8 µs in a real 26B-A4B layer's
+// backward, ~600 a step, each with the host's launch cost. kernels.AdamSource updates up
+// to adamKernelGroup tensors in one launch, rounding each operation on its own, so it
+// gives the uncompiled composition's bits (bit for bit on the H200). Measured there it
+// made the real step slower, 157.9 ms against 148.0 (means of three alternating runs),
+// and doubled the warm-up: the sizes are template constants, so every distinct group is
+// one more NVRTC compilation in every process (bench/results/gpu-s15.txt).
 
 // adamKernelEnv turns the kernel on ("kernel").
 const adamKernelEnv = "MLXENG_ADAM"
