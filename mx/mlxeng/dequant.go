@@ -13,8 +13,8 @@ typedef struct {
 	int gather;        // 1: x [rows, 1, K] by rhs-indexed experts (gather_mm), 0: x·Wᵀ
 	int sorted;        // gather: rows come grouped by expert
 	int kernel_fwd;    // linear: the forward stays quantized_matmul (bf16/f16 activations)
-	int fused;         // gather: both products through the fused experts kernel (experts.go)
-	mlx_fast_cuda_kernel experts;
+	int fused;         // gather: both products through the fused experts kernels (experts.go)
+	mlx_fast_cuda_kernel experts, experts_bwd;  // the forward's kernel and the input gradient's
 	int deq_ok;        // dequantize with the engine's kernel where it takes the weight (dequant_kernel.go)
 	mlx_fast_cuda_kernel deq;
 	mlx_stream s;
@@ -36,7 +36,7 @@ static int mlxeng_dq_fused(mlx_array* res, const mlx_array x, const mlx_vector_a
 	mlx_array w = mlx_array_new(), sc = mlx_array_new(), b = mlx_array_new(), rhs = mlx_array_new();
 	int rc = mlx_vector_array_get(&w, in, 1) || mlx_vector_array_get(&sc, in, 2) ||
 		mlx_vector_array_get(&b, in, 3) || mlx_vector_array_get(&rhs, in, 4) ||
-		mlxeng_experts_apply(res, q->experts, x, w, sc, b, rhs, trans, q->s);
+		mlxeng_experts_apply(res, trans ? q->experts : q->experts_bwd, x, w, sc, b, rhs, trans, q->s);
 	mlx_array_free(w);
 	mlx_array_free(sc);
 	mlx_array_free(b);
@@ -227,7 +227,7 @@ func (e *Engine) dequantGather(x3, wq, s, b, rhs *array, p mx.QuantParams, sorte
 	q := C.mlxeng_dq{gs: C.int(p.GroupSize), bits: C.int(p.Bits), gather: 1, sorted: cbool(sorted), s: e.stream}
 	q.deq_ok, q.deq = cbool(e.fastDequant && dequantKernelParams(p)), e.dequantKernel
 	if e.fusesExperts(x3, wq, s, rhs, p, sorted) {
-		q.fused, q.experts = 1, e.expertsKernel
+		q.fused, q.experts, q.experts_bwd = 1, e.expertsKernels[e.experts.forward], e.expertsKernels[e.experts.backward]
 	}
 	in := vector([]mx.Handle{x3, wq, s, b, rhs})
 	defer C.mlx_vector_array_free(in)

@@ -187,11 +187,11 @@ type Engine struct {
 	// (adam_kernel.go).
 	adamKernels adamKernelCache
 
-	// experts: which fused kernel (expertsKernel, experts.go) the experts' products on
-	// the dequant route go through, made at open on a CUDA GPU unless
-	// MLXENG_EXPERTS=dequant.
-	experts       expertsKind
-	expertsKernel C.mlx_fast_cuda_kernel
+	// experts: which fused kernel (expertsKernels, by kind; experts.go) each direction
+	// of the experts' products on the dequant route goes through, made at open on a
+	// CUDA GPU unless MLXENG_EXPERTS=dequant.
+	experts        expertsRoute
+	expertsKernels [expertsKinds]C.mlx_fast_cuda_kernel
 
 	// rows: takes of rows through the engine's kernels on CUDA (rows.go).
 	rows rowKernels
@@ -293,7 +293,7 @@ func newEngine() (*Engine, error) {
 	}
 	e.quantized = chooseQuantizedRoute(e.device)
 	e.denseForwardMaxWeight = chooseDenseForwardMaxWeight()
-	e.expertsKernel, e.experts = newExpertsKernel(e.device)
+	e.openExperts(os.Getenv(expertsEnv))
 	e.dequantKernel, e.fastDequant = newDequantKernel(e.device)
 	e.rows = newRowKernels(e.device)
 	e.lora = newLoRAKernels(e.device)

@@ -39,8 +39,6 @@ int mlxeng_experts_apply(mlx_array* res, mlx_fast_cuda_kernel k, const mlx_array
 import "C"
 
 import (
-	"os"
-
 	"github.com/dgtune/dgtune/mx"
 	"github.com/dgtune/dgtune/mx/mlxeng/kernels"
 )
@@ -54,62 +52,100 @@ import (
 // expert's sorted rows by its 4-bit weight dequantized tile by tile in shared memory, on
 // tensor cores, forward x·Wᵀ and backward g·W, without writing the weight out;
 // kernels.ExpertsMMASource, the default, does the same with the operands dequantized in
-// registers and no shared-memory tile. Their indexing is tested on a CPU emulation
+// registers and no shared-memory tile (the default forward: chooseExpertsRoute). Their indexing is tested on a CPU emulation
 // (package kernels), their results on a GPU by TestFusedExpertsMatchExact, their speed by
 // BenchmarkFusedExperts and bench/gpu_run.sh ITEMS=experts. Dense linears do not use it (dequant.go): through it as one expert
 // (grid z over the rows) the real geometry's dense products took ~0.85 ms a layer
 // against ~0.45, and its tied 262144-row head 8.9 ms against 3.0 (lease 5).
 
 // expertsEnv picks the experts' products: "dequant" turns the fused kernels off, "wmma"
-// takes the first fused kernel (kernels.ExpertsSource), anything else the default
-// (kernels.ExpertsMMASource).
+// and "mma" put both directions on one kernel, anything else takes the default route.
 const expertsEnv = "MLXENG_EXPERTS"
 
-// expertsKind is which fused experts kernel an engine has, if any.
+// expertsKind is one fused experts kernel, or none.
 type expertsKind int
 
 const (
 	expertsOff  expertsKind = iota // the dequant route's grouped GEMM
 	expertsWMMA                    // kernels.ExpertsSource: WMMA through a shared-memory tile
 	expertsMMA                     // kernels.ExpertsMMASource: mma.sync on operands built in registers
+	expertsKinds
 )
+
+// expertsRoute is the kernel each direction of an expert product takes: the forward
+// x·W[e]ᵀ and the input gradient g·W[e].
+type expertsRoute struct{ forward, backward expertsKind }
+
+// chooseExpertsRoute is the route on device with the environment's setting env. The
+// default on CUDA is mma.sync forward and WMMA backward, the faster of the two each way
+// on the H200 (warm ncu over a real-geometry step, mean µs a launch, session 15): the
+// forward's gate/up 308.5 against 351.1 and down 168.9 against 191.3, but the input
+// gradient's 606.1 against 378.3 and 335.2 against 214.6 — there the mma kernel's
+// per-value unpacking (two rows a register, each its own scale) and 118 registers a
+// thread (25 % occupancy) leave it bound by L1 (bench/results/gpu-s15.txt).
+func chooseExpertsRoute(device, env string) expertsRoute {
+	if !isCUDA(device) {
+		return expertsRoute{}
+	}
+	switch env {
+	case "dequant":
+		return expertsRoute{}
+	case "wmma":
+		return expertsRoute{expertsWMMA, expertsWMMA}
+	case "mma":
+		return expertsRoute{expertsMMA, expertsMMA}
+	}
+	return expertsRoute{expertsMMA, expertsWMMA}
+}
 
 // mmaExpertsMaxContraction bounds the contraction ExpertsMMASource takes: it keeps NC
 // scales and NC biases (bfloat16) in static shared memory, at most 48 KB a block.
 const mmaExpertsMaxContraction = 8192
 
-// newExpertsKernel returns a fused experts kernel on a CUDA GPU unless the environment
-// turns it off; expertsOff leaves the experts on the dequant route. Making the kernel
-// compiles nothing: MLX compiles it for each shape on first use.
-func newExpertsKernel(device string) (k C.mlx_fast_cuda_kernel, kind expertsKind) {
-	env := os.Getenv(expertsEnv)
-	if !isCUDA(device) || env == "dequant" {
-		return k, expertsOff
-	}
-	kind, name, source, header := expertsMMA, "dgtune_mma_experts", kernels.ExpertsMMASource, kernels.ExpertsMMAHeader
-	if env == "wmma" {
-		kind, name, source, header = expertsWMMA, "dgtune_experts", kernels.ExpertsSource, kernels.ExpertsHeader
+// newExpertsKernel makes kind's kernel; ok is false where MLX refuses it (no CUDA).
+// Making a kernel compiles nothing: MLX compiles it for each shape on first use.
+func newExpertsKernel(kind expertsKind) (k C.mlx_fast_cuda_kernel, ok bool) {
+	name, source, header := "dgtune_mma_experts", kernels.ExpertsMMASource, kernels.ExpertsMMAHeader
+	if kind == expertsWMMA {
+		name, source, header = "dgtune_experts", kernels.ExpertsSource, kernels.ExpertsHeader
 	}
 	k = newCUDAKernel(name, []string{"x", "w", "scales", "biases", "idx"}, []string{"out"}, source, header)
-	if k.ctx == nil {
-		return k, expertsOff
-	}
-	return k, kind
+	return k, k.ctx != nil
 }
 
-// fusesExperts reports whether the fused kernel takes this gather: bfloat16 rows
+// openExperts sets the engine's experts route and makes its kernels; a kernel MLX
+// refuses leaves the experts on the dequant route.
+func (e *Engine) openExperts(env string) {
+	r := chooseExpertsRoute(e.device, env)
+	for _, kind := range []expertsKind{r.forward, r.backward} {
+		if kind == expertsOff || e.expertsKernels[kind].ctx != nil {
+			continue
+		}
+		k, ok := newExpertsKernel(kind)
+		if !ok {
+			r = expertsRoute{}
+			break
+		}
+		e.expertsKernels[kind] = k
+	}
+	e.experts = r
+}
+
+// fusesExperts reports whether the fused kernels take this gather: bfloat16 rows
 // x3 [rows, 1, K] sorted by expert, 4-bit weights [E, N, K/8] in groups of 64 with
-// bfloat16 scales, every width a multiple of the kernel's 64-wide tiles and, for the
-// mma.sync kernel, both products' contractions (K forward, N backward) within its bound.
+// bfloat16 scales, every width a multiple of the kernels' 64-wide tiles and, for a
+// direction on the mma.sync kernel, its contraction (K forward, N backward) within that
+// kernel's bound.
 func (e *Engine) fusesExperts(x3, wq, s, rhs *array, p mx.QuantParams, sorted bool) bool {
-	if e.experts == expertsOff || !sorted || p.Bits != 4 || p.GroupSize != 64 {
+	r := e.experts
+	if r.forward == expertsOff || r.backward == expertsOff || !sorted || p.Bits != 4 || p.GroupSize != 64 {
 		return false
 	}
 	if x3.dt != mx.BFloat16 || s.dt != mx.BFloat16 || len(x3.shape) != 3 || len(rhs.shape) != 1 || len(wq.shape) != 3 {
 		return false
 	}
 	k, n, experts := x3.shape[2], wq.shape[1], wq.shape[0]
-	if e.experts == expertsMMA && (k > mmaExpertsMaxContraction || n > mmaExpertsMaxContraction) {
+	if r.forward == expertsMMA && k > mmaExpertsMaxContraction || r.backward == expertsMMA && n > mmaExpertsMaxContraction {
 		return false
 	}
 	return k%64 == 0 && n%64 == 0 && wq.shape[2]*8 == k && experts <= 65535

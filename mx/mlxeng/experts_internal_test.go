@@ -10,8 +10,8 @@ import (
 )
 
 // fusedExpertsEngine is the engine on the dequant route with both fused experts kernels
-// made, off until a test calls use with a kernel (expertsOff: the dequant route's grouped
-// GEMM), restored when tb ends; it skips where MLX has no GPU.
+// made, off until a test calls use with a kernel for both directions (expertsOff: the
+// dequant route's grouped GEMM), restored when tb ends; it skips where MLX has no GPU.
 func fusedExpertsEngine(tb testing.TB) (e *Engine, use func(expertsKind)) {
 	e, err := open()
 	if err != nil {
@@ -20,68 +20,64 @@ func fusedExpertsEngine(tb testing.TB) (e *Engine, use func(expertsKind)) {
 	if e.device != "gpu" {
 		tb.Skip("custom CUDA kernels run on a GPU only")
 	}
-	tb.Setenv(expertsEnv, "wmma")
-	wmma, kind := newExpertsKernel(e.device)
-	if kind != expertsWMMA {
-		tb.Fatalf("%s=wmma made kernel %d", expertsEnv, kind)
-	}
-	tb.Setenv(expertsEnv, "")
-	mma, kind := newExpertsKernel(e.device)
-	if kind != expertsMMA {
-		tb.Fatalf("the default experts kernel is %d", kind)
-	}
-	savedRoute, savedKind, savedKernel := e.quantized, e.experts, e.expertsKernel
-	tb.Cleanup(func() { e.quantized, e.experts, e.expertsKernel = savedRoute, savedKind, savedKernel })
-	e.quantized, e.experts = routeDequant, expertsOff
-	return e, func(k expertsKind) {
-		e.experts, e.expertsKernel = k, mma
-		if k == expertsWMMA {
-			e.expertsKernel = wmma
+	savedRoute, savedExperts, savedKernels := e.quantized, e.experts, e.expertsKernels
+	tb.Cleanup(func() { e.quantized, e.experts, e.expertsKernels = savedRoute, savedExperts, savedKernels })
+	for _, kind := range []expertsKind{expertsWMMA, expertsMMA} {
+		k, ok := newExpertsKernel(kind)
+		if !ok {
+			tb.Fatalf("could not make the %s", expertsKindNames[kind])
 		}
+		e.expertsKernels[kind] = k
 	}
+	e.quantized, e.experts = routeDequant, expertsRoute{}
+	return e, func(kind expertsKind) { e.experts = expertsRoute{kind, kind} }
 }
 
-// expertsRoutes names the experts' routes for subtests and messages.
-var expertsRoutes = map[expertsKind]string{expertsOff: "dequant route", expertsWMMA: "wmma kernel", expertsMMA: "mma kernel"}
+// expertsKindNames names the experts' kernels for subtests and messages.
+var expertsKindNames = map[expertsKind]string{expertsOff: "dequant route", expertsWMMA: "wmma kernel", expertsMMA: "mma kernel"}
 
-// TestExpertsKernelChoice: no fused experts kernel is made on the CPU or with
-// MLXENG_EXPERTS=dequant; MLXENG_EXPERTS=wmma makes the first one and anything else the
-// mma.sync one on a CUDA GPU (those cases run where the engine has one: making a kernel
-// compiles nothing, but MLX without CUDA refuses it).
-func TestExpertsKernelChoice(t *testing.T) {
+// TestExpertsRouteChoice: no fused experts kernel off CUDA or with
+// MLXENG_EXPERTS=dequant; wmma and mma put both directions on that kernel; anything
+// else is mma.sync forward and WMMA backward. On a CUDA GPU the engine also makes each
+// kernel (making one compiles nothing, but MLX without CUDA refuses it).
+func TestExpertsRouteChoice(t *testing.T) {
+	for _, c := range []struct {
+		env, device string
+		want        expertsRoute
+	}{
+		{"dequant", "gpu", expertsRoute{}},
+		{"", "cpu", expertsRoute{}},
+		{"wmma", "cpu", expertsRoute{}},
+		{"", "gpu", expertsRoute{expertsMMA, expertsWMMA}},
+		{"fused", "gpu", expertsRoute{expertsMMA, expertsWMMA}},
+		{"wmma", "gpu", expertsRoute{expertsWMMA, expertsWMMA}},
+		{"mma", "gpu", expertsRoute{expertsMMA, expertsMMA}},
+	} {
+		if got := chooseExpertsRoute(c.device, c.env); got != c.want {
+			t.Errorf("%s=%q on %s: %+v, want %+v", expertsEnv, c.env, c.device, got, c.want)
+		}
+	}
 	e, err := open()
 	if err != nil {
 		t.Fatal(err)
 	}
-	cuda := isCUDA(e.device)
-	for _, c := range []struct {
-		env, device string
-		want        expertsKind
-	}{
-		{"dequant", "gpu", expertsOff},
-		{"", "cpu", expertsOff},
-		{"wmma", "cpu", expertsOff},
-		{"", "gpu", expertsMMA},
-		{"fused", "gpu", expertsMMA},
-		{"wmma", "gpu", expertsWMMA},
-	} {
-		if c.want != expertsOff && !cuda {
-			continue
-		}
-		t.Setenv(expertsEnv, c.env)
-		if _, got := newExpertsKernel(c.device); got != c.want {
-			t.Errorf("%s=%q on %s: %s, want %s", expertsEnv, c.env, c.device, expertsRoutes[got], expertsRoutes[c.want])
+	if !isCUDA(e.device) {
+		return
+	}
+	for _, kind := range []expertsKind{expertsWMMA, expertsMMA} {
+		if _, ok := newExpertsKernel(kind); !ok {
+			t.Errorf("could not make the %s", expertsKindNames[kind])
 		}
 	}
 }
 
-// TestFusedExpertsMatchExact: on a GPU, each fused experts kernel (mma.sync, the default,
-// and MLXENG_EXPERTS=wmma) gives x·W[e]ᵀ and its input gradient g·W[e] for rows sorted by expert — an expert with
+// TestFusedExpertsMatchExact: on a GPU, each fused experts kernel (mma.sync and WMMA, each
+// for both directions, then the default route, mma.sync forward and WMMA backward) gives x·W[e]ᵀ and its input gradient g·W[e] for rows sorted by expert — an expert with
 // no rows, one with a single row, one spanning two 32-row tiles — within bfloat16's
 // rounding of the float64 products of the same bfloat16 inputs and dequantized weights,
 // and so does the dequant route it replaces. MLX's CPU backend has no custom kernels.
 func TestFusedExpertsMatchExact(t *testing.T) {
-	e, use := fusedExpertsEngine(t)
+	e, _ := fusedExpertsEngine(t)
 
 	const experts, n, kd = 5, 192, 128
 	counts := []int{3, 0, 40, 1, 26} // rows of each expert, in order
@@ -136,16 +132,16 @@ func TestFusedExpertsMatchExact(t *testing.T) {
 			}
 		}
 	}
-	for _, kind := range []expertsKind{expertsMMA, expertsWMMA, expertsOff} {
-		use(kind)
-		if kind != expertsOff && !e.fusesExperts(get(mx.Reshape(x, rows, 1, kd).Handle()), get(wq.Handle()), get(ws.Handle()), get(ids.Handle()), mx.QuantParams{GroupSize: 64, Bits: 4}, true) {
+	for _, r := range []expertsRoute{{expertsMMA, expertsMMA}, {expertsWMMA, expertsWMMA}, chooseExpertsRoute("gpu", ""), {}} {
+		e.experts = r
+		if r.forward != expertsOff && !e.fusesExperts(get(mx.Reshape(x, rows, 1, kd).Handle()), get(wq.Handle()), get(ws.Handle()), get(ids.Handle()), mx.QuantParams{GroupSize: 64, Bits: 4}, true) {
 			t.Fatal("the fused kernel refused the test's shapes")
 		}
 		vals, grads := mx.ValueAndGrad(func(a []*mx.Array) []*mx.Array {
 			y := mx.GatherQMM(a[0], wq, ws, wb, ids, true, 64, 4, true)
 			return []*mx.Array{mx.Sum(mx.Multiply(mx.AsType(y, mx.Float32), mx.AsType(cot, mx.Float32)), false), y}
 		})([]*mx.Array{x})
-		name := expertsRoutes[kind]
+		name := expertsKindNames[r.forward] + " forward, " + expertsKindNames[r.backward] + " backward:"
 		check(name+" y", mx.AsType(vals[1], mx.Float32).Float32s(), wantY)
 		check(name+" dx", mx.AsType(grads[0], mx.Float32).Float32s(), wantDX)
 	}
@@ -181,10 +177,13 @@ func realExpertInputs(e mx.Engine, n, k int) (wq, ws, wb, x *mx.Array) {
 	return wq, ws, wb, x
 }
 
+// fusedEverywhere is TestFusesExpertsShapes' want for shapes every fused route takes.
+var fusedEverywhere = map[string]bool{"wmma": true, "mma": true, "mma forward, wmma backward": true, "wmma forward, mma backward": true}
+
 // TestFusesExpertsShapes: the fused kernels take bfloat16 rows over 4-bit, group-64
 // weights whose widths are multiples of 64, and nothing else; the mma.sync kernel also
-// wants both contractions within mmaExpertsMaxContraction. The choice is pure shape
-// logic, so it runs on any device with the kernel's switch forced on.
+// wants the contraction of each direction it takes within mmaExpertsMaxContraction. The
+// choice is pure shape logic, so it runs on any device with each route forced on.
 func TestFusesExpertsShapes(t *testing.T) {
 	e, err := open()
 	if err != nil {
@@ -192,18 +191,21 @@ func TestFusesExpertsShapes(t *testing.T) {
 	}
 	saved := e.experts
 	t.Cleanup(func() { e.experts = saved })
+	routes := map[string]expertsRoute{"dequant route": {}, "wmma": {expertsWMMA, expertsWMMA}, "mma": {expertsMMA, expertsMMA},
+		"mma forward, wmma backward": {expertsMMA, expertsWMMA}, "wmma forward, mma backward": {expertsWMMA, expertsMMA}}
 	for _, c := range []struct {
 		name          string
 		experts, n, k int
 		bits, group   int
 		dt            mx.DType
-		want          map[expertsKind]bool
+		want          map[string]bool // by route; absent: false
 	}{
-		{"real gate_up", 128, 1408, 2816, 4, 64, mx.BFloat16, map[expertsKind]bool{expertsWMMA: true, expertsMMA: true}},
-		{"real down", 128, 2816, 704, 4, 64, mx.BFloat16, map[expertsKind]bool{expertsWMMA: true, expertsMMA: true}},
-		{"K at the mma bound", 2, 64, 8192, 4, 64, mx.BFloat16, map[expertsKind]bool{expertsWMMA: true, expertsMMA: true}},
-		{"K past the mma bound", 2, 64, 8256, 4, 64, mx.BFloat16, map[expertsKind]bool{expertsWMMA: true}},
-		{"N past the mma bound", 2, 8256, 64, 4, 64, mx.BFloat16, map[expertsKind]bool{expertsWMMA: true}},
+		{"real gate_up", 128, 1408, 2816, 4, 64, mx.BFloat16, fusedEverywhere},
+		{"real down", 128, 2816, 704, 4, 64, mx.BFloat16, fusedEverywhere},
+		{"K at the mma bound", 2, 64, 8192, 4, 64, mx.BFloat16, fusedEverywhere},
+		// K is the forward's contraction, N the input gradient's.
+		{"K past the mma bound", 2, 64, 8256, 4, 64, mx.BFloat16, map[string]bool{"wmma": true, "wmma forward, mma backward": true}},
+		{"N past the mma bound", 2, 8256, 64, 4, 64, mx.BFloat16, map[string]bool{"wmma": true, "mma forward, wmma backward": true}},
 		{"K not a tile multiple", 4, 128, 96, 4, 64, mx.BFloat16, nil},
 		{"N not a tile multiple", 4, 96, 128, 4, 64, mx.BFloat16, nil},
 		{"8 bits", 4, 128, 128, 8, 64, mx.BFloat16, nil},
@@ -216,10 +218,10 @@ func TestFusesExpertsShapes(t *testing.T) {
 			ws := mx.Zeros(e, []int{c.experts, c.n, c.k / c.group}, mx.BFloat16)
 			ids := mx.Zeros(e, []int{8}, mx.Int32)
 			p := mx.QuantParams{GroupSize: c.group, Bits: c.bits}
-			for _, kind := range []expertsKind{expertsOff, expertsWMMA, expertsMMA} {
-				e.experts = kind
-				if got := e.fusesExperts(get(x.Handle()), get(wq.Handle()), get(ws.Handle()), get(ids.Handle()), p, true); got != c.want[kind] {
-					t.Errorf("%s: fusesExperts = %v, want %v", expertsRoutes[kind], got, c.want[kind])
+			for name, r := range routes {
+				e.experts = r
+				if got := e.fusesExperts(get(x.Handle()), get(wq.Handle()), get(ws.Handle()), get(ids.Handle()), p, true); got != c.want[name] {
+					t.Errorf("%s: fusesExperts = %v, want %v", name, got, c.want[name])
 				}
 			}
 		})
@@ -263,12 +265,12 @@ func TestFusedExpertsMatchDequantRouteReal(t *testing.T) {
 					for i, v := range c.want {
 						if d := math.Abs(float64(c.got[i] - v)); d > math.Abs(float64(v))/128+scale*1e-3 {
 							if bad++; bad <= 3 {
-								t.Errorf("%s %s [%d]: %v, dequant route %v (scale %v)", expertsRoutes[kind], c.what, i, c.got[i], v, scale)
+								t.Errorf("%s %s [%d]: %v, dequant route %v (scale %v)", expertsKindNames[kind], c.what, i, c.got[i], v, scale)
 							}
 						}
 					}
 					if bad > 0 {
-						t.Errorf("%s %s: %d of %d values apart", expertsRoutes[kind], c.what, bad, len(c.want))
+						t.Errorf("%s %s: %d of %d values apart", expertsKindNames[kind], c.what, bad, len(c.want))
 					}
 				}
 			}
