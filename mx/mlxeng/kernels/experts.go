@@ -3,6 +3,19 @@ package kernels
 // ExpertsHeader is included before ExpertsSource.
 const ExpertsHeader = "#include <mma.h>\n"
 
+// expertRowRange is the experts kernels' first step: the rows [lo, hi) of the block's
+// expert e among the R rows sorted by expert (idx), by two binary searches.
+const expertRowRange = `  int lo = 0, hi = R;
+  {
+    int a = 0, b = R;
+    while (a < b) { int m = (a + b) / 2; if ((int)idx[m] < e) a = m + 1; else b = m; }
+    lo = a;
+    b = R;
+    while (a < b) { int m = (a + b) / 2; if ((int)idx[m] <= e) a = m + 1; else b = m; }
+    hi = a;
+  }
+`
+
 // ExpertsSource is the fused experts kernel's body: out [rows, NJ] = x [rows, NC] times
 // each row's expert weight — TRANS: x·W[e]ᵀ with W [E, NJ, NC] (the forward), else x·W[e]
 // with W [E, NC, NJ] (the input gradient) — W 4-bit affine-quantized in groups of 64
@@ -42,16 +55,7 @@ const ExpertsSource = `
   // go element by element.
   const bool x_aligned = (reinterpret_cast<size_t>(x) & 15) == 0;
   const int e = blockIdx.y;
-  int lo = 0, hi = R;
-  {
-    int a = 0, b = R;
-    while (a < b) { int m = (a + b) / 2; if ((int)idx[m] < e) a = m + 1; else b = m; }
-    lo = a;
-    b = R;
-    while (a < b) { int m = (a + b) / 2; if ((int)idx[m] <= e) a = m + 1; else b = m; }
-    hi = a;
-  }
-  if (lo + (int)blockIdx.z * BM >= hi) return;
+` + expertRowRange + `  if (lo + (int)blockIdx.z * BM >= hi) return;
   constexpr int KLEN = TRANS ? NC : NJ;   // the weight's row length (its K)
   constexpr int NROWS = TRANS ? NJ : NC;  // the weight's rows (its N)
   constexpr int KW = KLEN / 8, KG = KLEN / GS;

@@ -58,16 +58,7 @@ const ExpertsMMASource = `
   const int j0 = blockIdx.x * 64;
   const int jw = j0 + warp * 16;  // the warp's first column
   const int e = blockIdx.y;
-  int lo = 0, hi = R;
-  {
-    int a = 0, b = R;
-    while (a < b) { int m = (a + b) / 2; if ((int)idx[m] < e) a = m + 1; else b = m; }
-    lo = a;
-    b = R;
-    while (a < b) { int m = (a + b) / 2; if ((int)idx[m] <= e) a = m + 1; else b = m; }
-    hi = a;
-  }
-  if (lo + (int)blockIdx.z * 32 >= hi) return;
+` + expertRowRange + `  if (lo + (int)blockIdx.z * 32 >= hi) return;
   const uint32_t* we = w + (size_t)e * NROWS * KW;
   const __nv_bfloat16* se = scales + (size_t)e * NROWS * KG;
   const __nv_bfloat16* be = biases + (size_t)e * NROWS * KG;
