@@ -45,6 +45,11 @@ __device__ __forceinline__ void dg_mma16816(float* d, uint32_t a0, uint32_t a1, 
 //
 // The scales and biases the block needs (NC of each) are copied to shared memory once,
 // the only barrier: x's rows, read by the block's 4 warps, come through L1.
+//
+// Measured on the H200 (bench/results/gpu-s15.txt): the forward is 12 % faster than the
+// first kernel; the input gradient 1.6× slower — its per-value unpacking and 118
+// registers a thread (25 % occupancy) leave it bound by L1 — so the engine's default
+// route takes this kernel forward only (mlxeng's chooseExpertsRoute).
 const ExpertsMMASource = `
   constexpr int GS = 64;
   constexpr int KLEN = TRANS ? NC : NJ;   // the weight's row length (its K)
