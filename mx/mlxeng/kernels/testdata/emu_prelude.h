@@ -1,6 +1,7 @@
 // CPU emulation of the CUDA subset the engine's kernels use: one block at a time, its
 // threads as std::threads, __syncthreads a barrier, WMMA fragments computed whole by
-// every thread of a warp (idempotent stores), asynchronous copies done at once.
+// every thread of a warp (idempotent stores), mma.sync through the block's barrier from
+// the warp's registers, asynchronous copies done at once.
 #include <barrier>
 #include <cmath>
 #include <cstdint>
