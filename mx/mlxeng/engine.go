@@ -193,6 +193,11 @@ type Engine struct {
 	experts        expertsRoute
 	expertsKernels [expertsKinds]C.mlx_fast_cuda_kernel
 
+	// normKernel: rms_norm's input gradient through the engine's kernel on CUDA when
+	// MLXENG_NORM=kernel (rmsnorm.go).
+	normKernel   C.mlx_fast_cuda_kernel
+	normKernelOK bool
+
 	// rows: takes of rows through the engine's kernels on CUDA (rows.go).
 	rows rowKernels
 
@@ -296,6 +301,7 @@ func newEngine() (*Engine, error) {
 	e.openExperts(os.Getenv(expertsEnv))
 	e.dequantKernel, e.fastDequant = newDequantKernel(e.device)
 	e.rows = newRowKernels(e.device)
+	e.normKernel, e.normKernelOK = newNormKernel(e.device, os.Getenv(normEnv))
 	e.lora = newLoRAKernels(e.device)
 	e.adamKernels.on = adamKernelOn(e.device, os.Getenv(adamKernelEnv))
 	if e.device == "gpu" {

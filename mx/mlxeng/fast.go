@@ -39,6 +39,9 @@ func (e *Engine) RMSNorm(h, hw mx.Handle, eps float64) mx.Handle {
 	}
 	var w C.mlx_array
 	if hw != nil {
+		if wa := get(hw); e.normsThroughKernel(x, wa) {
+			return e.rmsNormKernelVJP(x, wa, eps)
+		}
 		w = get(hw).c
 	}
 	return e.op("rms_norm", func(res *C.mlx_array) C.int {

@@ -4,8 +4,9 @@
 // (ExpertsMMASource on mma.sync, and the first one, ExpertsSource, on WMMA),
 // dequantize (DequantizeSource), the take of rows with its scatter-add
 // (GatherRowsSource, ScatterRowsSource), a LoRA adapter's term with its gradients
-// (LoRAForwardSource, LoRARowsBackwardSource, LoRAColumnsBackwardSource) and a
-// multi-tensor AdamW update (AdamSource, written for a number of tensors). The sources
+// (LoRAForwardSource, LoRARowsBackwardSource, LoRAColumnsBackwardSource), rms_norm's
+// input gradient without the weight's (RMSNormBackwardSource) and a multi-tensor AdamW
+// update (AdamSource, written for a number of tensors). The sources
 // are plain strings so that CI, which has neither MLX nor a GPU, can still run them: the
 // package's tests compile each body as C++ against a CPU emulation of the CUDA subset it
 // uses (testdata/emu_prelude.h: a block's threads as std::threads, __syncthreads a

@@ -2,6 +2,7 @@ package kernels
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -295,6 +296,62 @@ func TestLoRAKernelsEmulated(t *testing.T) {
 				m := regexp.MustCompile(`checks (\d+) bad (\d+)`).FindStringSubmatch(out)
 				want := c.n*c.m + c.n*2*c.r + c.n*c.k + c.k*c.r + c.r*c.m
 				if m == nil || m[1] != strconv.Itoa(want) || m[2] != "0" {
+					t.Fatalf("emulation reported %q, want checks %d bad 0", strings.TrimSpace(out), want)
+				}
+			})
+		}
+	}
+}
+
+// rmsNormHarness wraps LoRAHeader and RMSNormBackwardSource in a C++ function template
+// and launches it a block at a time, the block's threads as std::threads that drop from
+// the block's barrier when they return (testdata/emu_rmsnorm.cpp calls it).
+const rmsNormHarness = `#include "emu_prelude.h"
+%s
+template <typename T, int EPS>
+void body(const T* x, const Shape x_shape, const int x_ndim, const T* w, const T* g, T* dx) {
+%s
+}
+template <typename F>
+void launch(int blocks, int threads, F body) {
+  for (int bx = 0; bx < blocks; bx++) {
+    std::barrier<> bar(threads);
+    emu_bar = &bar;
+    std::vector<std::thread> ts;
+    for (int t = 0; t < threads; t++)
+      ts.emplace_back([&, t] {
+        threadIdx = {t, 0, 0};
+        blockIdx = {bx, 0, 0};
+        blockDim = {threads, 1, 1};
+        gridDim = {blocks, 1, 1};
+        body();
+        emu_bar->arrive_and_drop();
+      });
+    for (auto& t : ts) t.join();
+  }
+}
+`
+
+// TestRMSNormBackwardEmulated runs RMSNormBackwardSource on the CPU emulation for
+// bfloat16 and float32, rows a warp takes (D below 1024: one, a lane's 8 values, widths
+// past a warp's 256, row counts that leave a block's last warps idle) and rows a block
+// takes (D from 1024, the real geometry's 2816), and arrays off the 16-byte boundary
+// under the alignment sanitizer, against float64 (testdata/emu_rmsnorm.cpp).
+func TestRMSNormBackwardEmulated(t *testing.T) {
+	cxx, dir := emulation(t, fmt.Sprintf(rmsNormHarness, LoRAHeader, RMSNormBackwardSource), "emu_rmsnorm.cpp")
+	cases := []struct{ rows, d, shift int }{
+		{1, 8, 0}, {6, 256, 0}, {5, 264, 1}, {9, 512, 0}, {3, 1024, 0}, {2, 2816, 3}, {4, 1032, 0},
+	}
+	for _, typ := range []string{"__nv_bfloat16", "float"} {
+		for _, c := range cases {
+			name := fmt.Sprintf("%s_rows%d_d%d_shift%d", strings.TrimPrefix(typ, "__nv_"), c.rows, c.d, c.shift)
+			t.Run(name, func(t *testing.T) {
+				flags := []string{"-DT_=" + typ, "-DROWS_=" + strconv.Itoa(c.rows), "-DD_=" + strconv.Itoa(c.d),
+					"-DSHIFT_=" + strconv.Itoa(c.shift), "-DEPS_=" + strconv.Itoa(int(math.Float32bits(1e-6))),
+					"-fsanitize=alignment", "-fno-sanitize-recover=alignment"}
+				out := runEmulation(t, cxx, dir, "emu_rmsnorm.cpp", name, flags, nil, nil)
+				m := regexp.MustCompile(`checks (\d+) bad (\d+)`).FindStringSubmatch(out)
+				if want := c.rows * c.d; m == nil || m[1] != strconv.Itoa(want) || m[2] != "0" {
 					t.Fatalf("emulation reported %q, want checks %d bad 0", strings.TrimSpace(out), want)
 				}
 			})

@@ -49,6 +49,7 @@ static inline float __fsub_rn(float a, float b) { volatile float d = a - b; retu
 static inline float __fdiv_rn(float a, float b) { volatile float q = a / b; return q; }
 static inline float __fsqrt_rn(float a) { volatile float r = std::sqrt(a); return r; }
 static inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
+static inline float rsqrtf(float v) { return 1.0f / std::sqrt(v); }  // CUDA's is within 2 ulp of this
 static inline int min(int a, int b) { return a < b ? a : b; }
 static inline float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f; }
 static inline float __fadd_rn(float a, float b) { volatile float s = a + b; return s; }

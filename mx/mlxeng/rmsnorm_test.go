@@ -1,0 +1,141 @@
+//go:build mlx
+
+package mlxeng
+
+import (
+	"fmt"
+	"math"
+	"testing"
+
+	"github.com/dgtune/dgtune/mx"
+)
+
+// TestNormKernelChoice: the rms_norm kernel is made only on CUDA with MLXENG_NORM=kernel
+// (the CUDA case runs where the engine has one: MLX without CUDA refuses the kernel), and
+// RMSNorm takes it for weighted norms of bfloat16 or float32 rows whose width is a
+// multiple of 8 and nothing else. The shape logic runs on any device with the kernel's
+// switch forced on.
+func TestNormKernelChoice(t *testing.T) {
+	e, err := open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		device, env string
+		want        bool
+	}{{"cpu", "kernel", false}, {"gpu", "", false}, {"gpu", "mlx", false}, {"gpu", "kernel", true}} {
+		if c.want && !isCUDA(e.device) {
+			continue
+		}
+		if _, got := newNormKernel(c.device, c.env); got != c.want {
+			t.Errorf("%s=%q on %s: kernel %v, want %v", normEnv, c.env, c.device, got, c.want)
+		}
+	}
+	saved := e.normKernelOK
+	t.Cleanup(func() { e.normKernelOK = saved })
+	e.normKernelOK = true
+	for _, c := range []struct {
+		name     string
+		x        []int
+		xdt, wdt mx.DType
+		noWeight bool
+		want     bool
+	}{
+		{"real hidden norm", []int{1, 384, 2816}, mx.BFloat16, mx.BFloat16, false, true},
+		{"real head norm", []int{1, 384, 16, 256}, mx.BFloat16, mx.BFloat16, false, true},
+		{"float32", []int{5, 64}, mx.Float32, mx.Float32, false, true},
+		{"width not a multiple of 8", []int{5, 60}, mx.BFloat16, mx.BFloat16, false, false},
+		{"no weight", []int{5, 64}, mx.BFloat16, mx.BFloat16, true, false},
+		{"float16", []int{5, 64}, mx.Float16, mx.Float16, false, false},
+		{"mixed dtypes", []int{5, 64}, mx.BFloat16, mx.Float32, false, false},
+		{"no rows", []int{0, 64}, mx.BFloat16, mx.BFloat16, false, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			x := mx.Zeros(e, c.x, c.xdt)
+			var w *array
+			if !c.noWeight {
+				w = get(mx.Zeros(e, []int{c.x[len(c.x)-1]}, c.wdt).Handle())
+			}
+			if got := e.normsThroughKernel(get(x.Handle()), w); got != c.want {
+				t.Errorf("normsThroughKernel = %v, want %v", got, c.want)
+			}
+		})
+	}
+}
+
+// TestNormKernelMatchesMLX: on a CUDA GPU, RMSNorm with the kernel's VJP gives MLX's
+// fast rms_norm bit for bit forward, and x's gradient within two roundings to the rows'
+// type of MLX's own VJP (the same arithmetic summed in another order), at the real
+// 26B-A4B geometry's hidden norm (384 × 2816, a block a row) and head norm (384·16 rows
+// of 256, a warp a row), and a small float32 case whose width is not a multiple of 32;
+// the weight's gradient, when asked for, within the same bound of MLX's. MLX's CPU
+// backend has no custom kernels.
+func TestNormKernelMatchesMLX(t *testing.T) {
+	e, err := open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !isCUDA(e.device) {
+		t.Skip("custom CUDA kernels run on a GPU only")
+	}
+	k, ok := newNormKernel(e.device, "kernel")
+	if !ok {
+		t.Fatal("could not make the rms_norm kernel")
+	}
+	savedK, savedOK := e.normKernel, e.normKernelOK
+	t.Cleanup(func() { e.normKernel, e.normKernelOK = savedK, savedOK })
+	e.normKernel = k
+	for _, c := range []struct {
+		shape []int
+		dt    mx.DType
+		eps   float64
+	}{
+		{[]int{1, 384, 2816}, mx.BFloat16, 1e-6},
+		{[]int{1, 384, 16, 256}, mx.BFloat16, 1e-6},
+		{[]int{7, 72}, mx.Float32, 1e-5},
+	} {
+		t.Run(fmt.Sprintf("%v_%s", c.shape, c.dt), func(t *testing.T) {
+			d := c.shape[len(c.shape)-1]
+			x := mx.AsType(mx.Normal(mx.Key(e, 1), c.shape, mx.Float32), c.dt)
+			w := mx.AsType(mx.AddScalar(mx.MulScalar(mx.Normal(mx.Key(e, 2), []int{d}, mx.Float32), 0.3), 1), c.dt)
+			g := mx.AsType(mx.Normal(mx.Key(e, 3), c.shape, mx.Float32), c.dt)
+			run := func(kernel bool) (y, dx, dw []float32) {
+				e.normKernelOK = kernel
+				if kernel != e.normsThroughKernel(get(x.Handle()), get(w.Handle())) {
+					t.Fatalf("normsThroughKernel = %v, want %v", !kernel, kernel)
+				}
+				vals, grads := mx.ValueAndGrad(func(p []*mx.Array) []*mx.Array {
+					y := mx.RMSNorm(p[0], p[1], c.eps)
+					return []*mx.Array{mx.Sum(mx.Multiply(mx.AsType(y, mx.Float32), mx.AsType(g, mx.Float32)), false), y}
+				})([]*mx.Array{x, w})
+				f := func(a *mx.Array) []float32 { return mx.AsType(a, mx.Float32).Float32s() }
+				return f(vals[1]), f(grads[0]), f(grads[1])
+			}
+			ky, kdx, kdw := run(true)
+			my, mdx, mdw := run(false)
+			for i := range my {
+				if math.Float32bits(ky[i]) != math.Float32bits(my[i]) {
+					t.Fatalf("y[%d] = %v through the kernel's op, %v through MLX's", i, ky[i], my[i])
+				}
+			}
+			rel := 1.0 / 128 // two roundings to bfloat16
+			if c.dt == mx.Float32 {
+				rel = 1e-5
+			}
+			near := func(what string, got, want []float32) {
+				t.Helper()
+				scale := 0.0
+				for _, v := range want {
+					scale = math.Max(scale, math.Abs(float64(v)))
+				}
+				for i, v := range want {
+					if diff := math.Abs(float64(got[i] - v)); diff > math.Abs(float64(v))*rel+scale*rel/8 {
+						t.Fatalf("%s[%d] = %v, MLX %v (scale %v)", what, i, got[i], v, scale)
+					}
+				}
+			}
+			near("dx", kdx, mdx)
+			near("dw", kdw, mdw)
+		})
+	}
+}
