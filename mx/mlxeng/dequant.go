@@ -273,14 +273,20 @@ const (
 )
 
 // denseForwardEnv "dequant" dequantizes every dense forward of 64 rows or more, the
-// head's too (for measuring the bound above; anything else keeps it).
+// head's too; "kernel" keeps every bf16/f16 dense forward on MLX's quantized kernel (one
+// launch a product instead of a dequantize and a GEMM: the step is paced by the host's
+// launches, so fewer slower kernels may still win). Both are for measuring the bound
+// above; anything else keeps it.
 const denseForwardEnv = "MLXENG_DENSE_FORWARD"
 
 // chooseDenseForwardMaxWeight is keepsQuantizedForward's weight bound: the default, or
-// none where the environment asks.
+// none (every forward dequantized) or zero (none) where the environment asks.
 func chooseDenseForwardMaxWeight() int {
-	if os.Getenv(denseForwardEnv) == "dequant" {
+	switch os.Getenv(denseForwardEnv) {
+	case "dequant":
 		return math.MaxInt
+	case "kernel":
+		return 0
 	}
 	return dequantForwardMaxWeight
 }

@@ -187,19 +187,22 @@ func TestDequantBackwardWaitsForCotangent(t *testing.T) {
 }
 
 // TestDenseForwardEnv: MLXENG_DENSE_FORWARD=dequant lifts the weight bound, so the tied
-// head's forward is dequantized too; any other value keeps the default.
+// head's forward is dequantized too; =kernel drops it, so a q_proj's forward keeps MLX's
+// quantized kernel too; any other value keeps the default.
 func TestDenseForwardEnv(t *testing.T) {
 	p := mx.QuantParams{GroupSize: 64, Bits: 4}
 	x := &array{shape: []int{1, 256, 2816}, dt: mx.BFloat16}
 	head := &array{shape: []int{262144, 2816 * 4 / 32}, dt: mx.Uint32}
+	qProj := &array{shape: []int{4096, 2816 * 4 / 32}, dt: mx.Uint32}
 	for _, c := range []struct {
-		env       string
-		want      int
-		keepsHead bool
+		env               string
+		want              int
+		keepsHead, keepsQ bool
 	}{
-		{"", dequantForwardMaxWeight, true},
-		{"kernel", dequantForwardMaxWeight, true},
-		{"dequant", math.MaxInt, false},
+		{"", dequantForwardMaxWeight, true, false},
+		{"other", dequantForwardMaxWeight, true, false},
+		{"kernel", 0, true, true},
+		{"dequant", math.MaxInt, false, false},
 	} {
 		t.Setenv(denseForwardEnv, c.env)
 		got := chooseDenseForwardMaxWeight()
@@ -208,6 +211,9 @@ func TestDenseForwardEnv(t *testing.T) {
 		}
 		if k := keepsQuantizedForward(x, head, p, got); k != c.keepsHead {
 			t.Errorf("%s=%q: the head keeps the quantized forward %v, want %v", denseForwardEnv, c.env, k, c.keepsHead)
+		}
+		if k := keepsQuantizedForward(x, qProj, p, got); k != c.keepsQ {
+			t.Errorf("%s=%q: q_proj keeps the quantized forward %v, want %v", denseForwardEnv, c.env, k, c.keepsQ)
 		}
 	}
 }
