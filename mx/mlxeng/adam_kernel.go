@@ -11,24 +11,25 @@ int mlxeng_kernel_run_n(mlx_array* res, int nres, mlx_fast_cuda_kernel k, mlx_fa
 	const mlx_array* in, int n, mlx_stream s);
 
 // mlxeng_adam_run launches the multi-tensor AdamW kernel k on in (lr, then n parameters,
-// n gradients, n first and n second moments) with template constants N0 … N(n−1) =
-// sizes, DECAY and WD, B1, OMB1, B2, OMB2, EPS = consts, writing res[0..3n): the new
-// parameters, first and second moments, each flat.
-int mlxeng_adam_run(mlx_array* res, mlx_fast_cuda_kernel k, const mlx_array* in, const int* sizes, int n,
-		int decay, const int* consts, mlx_stream s) {
+// n gradients, n first and n second moments) with the template constants DECAY and WD,
+// B1, OMB1, B2, OMB2, EPS = consts, writing res[0..3n): the new parameters, first and
+// second moments, each in its parameter's shape (ndims[i] axes at shapes + 8·i). The
+// kernel reads the sizes from the parameters' shapes.
+int mlxeng_adam_run(mlx_array* res, mlx_fast_cuda_kernel k, const mlx_array* in, const int* shapes, const int* ndims,
+		int n, int decay, const int* consts, mlx_stream s) {
 	static const char* names[6] = {"WD", "B1", "OMB1", "B2", "OMB2", "EPS"};
 	mlx_fast_cuda_kernel_config cfg = mlx_fast_cuda_kernel_config_new();
 	long total = 0;
 	int rc = 0;
 	for (int j = 0; rc == 0 && j < 3 * n; j++) {
-		int shape[1] = {sizes[j % n]};
-		rc = mlx_fast_cuda_kernel_config_add_output_arg(cfg, shape, 1, MLX_FLOAT32);
+		rc = mlx_fast_cuda_kernel_config_add_output_arg(cfg, shapes + 8 * (j % n), ndims[j % n], MLX_FLOAT32);
 	}
-	for (int i = 0; rc == 0 && i < n; i++) {
-		char name[16];
-		snprintf(name, sizeof name, "N%d", i);
-		rc = mlx_fast_cuda_kernel_config_add_template_arg_int(cfg, name, sizes[i]);
-		total += sizes[i];
+	for (int i = 0; i < n; i++) {
+		long size = 1;
+		for (int d = 0; d < ndims[i]; d++) {
+			size *= shapes[8 * i + d];
+		}
+		total += size;
 	}
 	rc = rc || mlx_fast_cuda_kernel_config_add_template_arg_bool(cfg, "DECAY", decay != 0);
 	for (int c = 0; rc == 0 && c < 6; c++) {
@@ -58,10 +59,13 @@ import (
 // but still launches once a tensor: 20 launches of 5–8 µs in a real 26B-A4B layer's
 // backward, ~600 a step, each with the host's launch cost. kernels.AdamSource updates up
 // to adamKernelGroup tensors in one launch, rounding each operation on its own, so it
-// gives the uncompiled composition's bits (bit for bit on the H200). Measured there it
+// gives the uncompiled composition's bits (bit for bit on the H200). Its first version
 // made the real step slower, 157.9 ms against 148.0 (means of three alternating runs),
-// and doubled the warm-up: the sizes are template constants, so every distinct group is
-// one more NVRTC compilation in every process (bench/results/gpu-s15.txt).
+// and doubled the warm-up (bench/results/gpu-s15.txt): the tensors' sizes were template
+// constants, one more NVRTC compilation for every distinct group in every process, and
+// its flat outputs were reshaped op by op, ~1,300 more ops in the step's graph. Now the
+// kernel reads the sizes from the parameters' shapes (one compilation for each group
+// size) and writes each output in its parameter's shape; not yet measured on a GPU.
 
 // adamKernelEnv turns the kernel on ("kernel").
 const adamKernelEnv = "MLXENG_ADAM"
@@ -82,14 +86,15 @@ type adamKernelCache struct {
 // environment's setting env.
 func adamKernelOn(device, env string) bool { return isCUDA(device) && env == "kernel" }
 
-// adamKernelTakes reports whether the kernel takes this update: every tensor of 1 to
-// 2³¹−1 elements, their total below 2³¹, and constants that are not negative (a kernel's
-// name holds its constants' bits).
+// adamKernelTakes reports whether the kernel takes this update: every tensor of 1 to 8
+// axes (the kernel reads its size from its shape, which MLX passes for arrays with axes)
+// and 1 to 2³¹−1 elements, their total below 2³¹, and constants that are not negative (a
+// kernel's name holds its constants' bits).
 func adamKernelTakes(ps []*array, c mx.AdamConstants) bool {
 	total := 0
 	for _, p := range ps {
 		n := dims.Numel(p.shape)
-		if n < 1 || n >= 1<<31 {
+		if len(p.shape) < 1 || len(p.shape) > 8 || n < 1 || n >= 1<<31 {
 			return false
 		}
 		total += n
@@ -142,18 +147,22 @@ func (e *Engine) adamStepKernel(ps, gs, ms, vs []*array, c mx.AdamConstants) (ne
 		k := e.adamKernel(g)
 		in := make([]C.mlx_array, 0, 1+4*g)
 		in = append(in, lr.c)
-		sizes := make([]C.int, g)
 		for _, group := range [][]*array{ps, gs, ms, vs} {
 			for i := lo; i < hi; i++ {
 				in = append(in, group[i].c)
 			}
 		}
+		shapes, ndims := make([]C.int, 8*g), make([]C.int, g)
 		for i := range g {
-			sizes[i] = C.int(dims.Numel(ps[lo+i].shape))
+			sh := ps[lo+i].shape
+			ndims[i] = C.int(len(sh))
+			for d, v := range sh {
+				shapes[8*i+d] = C.int(v)
+			}
 		}
 		out := make([]C.mlx_array, 3*g)
 		if err := e.try("adam_step_all", func() C.int {
-			return C.mlxeng_adam_run(&out[0], k, &in[0], &sizes[0], C.int(g), C.int(decay), &consts[0], e.stream)
+			return C.mlxeng_adam_run(&out[0], k, &in[0], &shapes[0], &ndims[0], C.int(g), C.int(decay), &consts[0], e.stream)
 		}); err != nil {
 			for _, o := range out {
 				if o.ctx != nil {
@@ -163,16 +172,13 @@ func (e *Engine) adamStepKernel(ps, gs, ms, vs []*array, c mx.AdamConstants) (ne
 			panic(err)
 		}
 		for j, o := range out {
-			flat := e.wrap(o)
-			shaped := e.reshape(flat, ps[lo+j%g].shape)
-			e.free(flat)
-			switch j / g {
+			switch t := lo + j%g; j / g {
 			case 0:
-				newP[lo+j%g] = shaped
+				newP[t] = e.wrap(o)
 			case 1:
-				newM[lo+j%g] = shaped
+				newM[t] = e.wrap(o)
 			default:
-				newV[lo+j%g] = shaped
+				newV[t] = e.wrap(o)
 			}
 		}
 	}

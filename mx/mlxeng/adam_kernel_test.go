@@ -31,8 +31,8 @@ func TestAdamKernelSwitch(t *testing.T) {
 	}
 }
 
-// TestAdamKernelTakes: the kernel takes updates of non-empty tensors with constants that
-// are not negative, and leaves the rest to the compiled update.
+// TestAdamKernelTakes: the kernel takes updates of non-empty tensors with at least one
+// axis and constants that are not negative, and leaves the rest to the compiled update.
 func TestAdamKernelTakes(t *testing.T) {
 	e, err := open()
 	if err != nil {
@@ -45,6 +45,9 @@ func TestAdamKernelTakes(t *testing.T) {
 	}
 	if adamKernelTakes([]*array{arr(8, 3), arr(0, 4)}, c) {
 		t.Error("took an empty tensor")
+	}
+	if adamKernelTakes([]*array{arr(8, 3), arr()}, c) {
+		t.Error("took a tensor without axes (MLX passes no shape for it)")
 	}
 	neg := c
 	neg.Eps = -1e-8

@@ -19,36 +19,45 @@ import (
 	"github.com/dgtune/dgtune/mx/mxtest"
 )
 
-// adamHarness writes AdamHeader and AdamSource(len(sizes)) as a C++ function with the
-// template constants given, and launch_all, which runs every thread of every block in
-// turn (the kernel has no barriers) with the tensors' arrays in AdamInputs' and
-// AdamOutputs' order (testdata/emu_adam.cpp calls it).
-func adamHarness(sizes []int, decay bool, c [6]float32) string {
-	n := len(sizes)
+// adamHarness writes AdamHeader and AdamSource(len(shapes)) as a C++ function with the
+// template constants given and each parameter's shape and axis count (as MLX declares
+// them), and launch_all, which runs every thread of every block in turn (the kernel has
+// no barriers) with the tensors' arrays in AdamInputs' and AdamOutputs' order
+// (testdata/emu_adam.cpp calls it).
+func adamHarness(shapes [][]int, decay bool, c [6]float32) string {
+	n := len(shapes)
 	var b strings.Builder
 	b.WriteString("#include \"emu_prelude.h\"\n" + kernels.AdamHeader)
 	var consts []string
-	for i, s := range sizes {
-		consts = append(consts, fmt.Sprintf("constexpr int N%d = %d;", i, s))
-	}
 	names := []string{"WD", "B1", "OMB1", "B2", "OMB2", "EPS"}
 	for i, v := range c {
 		consts = append(consts, fmt.Sprintf("constexpr int %s = %d;", names[i], int32(math.Float32bits(v))))
 	}
 	consts = append(consts, fmt.Sprintf("constexpr bool DECAY = %v;", decay))
-	var sz []string
-	for _, s := range sizes {
-		sz = append(sz, strconv.Itoa(s))
+	var sz, shapeVals []string
+	for i, sh := range shapes {
+		size := 1
+		var dims []string
+		for _, d := range sh {
+			size *= d
+			dims = append(dims, strconv.Itoa(d))
+		}
+		sz = append(sz, strconv.Itoa(size))
+		shapeVals = append(shapeVals, fmt.Sprintf("const Shape shape%d{{%s}};", i, strings.Join(dims, ", ")))
 	}
-	fmt.Fprintf(&b, "%s\nconst size_t sizes[] = {%s};\n", strings.Join(consts, "\n"), strings.Join(sz, ", "))
+	fmt.Fprintf(&b, "%s\nconst size_t sizes[] = {%s};\n%s\n", strings.Join(consts, "\n"), strings.Join(sz, ", "), strings.Join(shapeVals, "\n"))
 	var params, args []string
 	for i, name := range kernels.AdamInputs(n) {
 		params = append(params, "const float* "+name)
 		if i == 0 {
 			args = append(args, "lr")
-		} else {
-			// ins holds p, g, m, v of tensor 0, then of tensor 1, …; AdamInputs lists every p first
-			args = append(args, fmt.Sprintf("ins[%d]", ((i-1)%n)*4+(i-1)/n))
+			continue
+		}
+		// ins holds p, g, m, v of tensor 0, then of tensor 1, …; AdamInputs lists every p first
+		args = append(args, fmt.Sprintf("ins[%d]", ((i-1)%n)*4+(i-1)/n))
+		if t := i - 1; t < n { // a parameter: its shape and axis count follow it
+			params = append(params, fmt.Sprintf("const Shape %s_shape", name), fmt.Sprintf("const int %s_ndim", name))
+			args = append(args, fmt.Sprintf("shape%d", t), strconv.Itoa(len(shapes[t])))
 		}
 	}
 	for i, name := range kernels.AdamOutputs(n) {
@@ -70,21 +79,30 @@ func adamHarness(sizes []int, decay bool, c [6]float32) string {
 }
 
 // TestAdamKernelEmulated runs AdamSource on the CPU emulation for one tensor and for
-// three whose elements straddle a block, with and without weight decay, and compares its
+// three whose elements straddle a block, of one, two and three axes (the kernel reads
+// each size from its parameter's shape), with and without weight decay, and compares its
 // new parameters and moments with the go engine's mx.AdamCompose (the composition MLX's
 // apply_single computes op by op) bit for bit. The GPU test is mlxeng's
 // TestAdamKernelMatchesComposition.
 func TestAdamKernelEmulated(t *testing.T) {
 	e := mxtest.Go(t)
-	for _, sizes := range [][]int{{40}, {37, 256, 5}} {
+	for _, shapes := range [][][]int{{{5, 8}}, {{37}, {16, 16}, {1, 1, 5}}} {
+		var sizes []int
+		for _, sh := range shapes {
+			size := 1
+			for _, d := range sh {
+				size *= d
+			}
+			sizes = append(sizes, size)
+		}
 		for _, decay := range []bool{false, true} {
-			t.Run(fmt.Sprintf("%v_decay_%v", sizes, decay), func(t *testing.T) {
+			t.Run(fmt.Sprintf("%v_decay_%v", shapes, decay), func(t *testing.T) {
 				const lr = float32(3e-3)
 				c := mx.AdamConstants{LR: lr, B1: 0.9, OneMinusB1: float32(1 - 0.9), B2: 0.999, OneMinusB2: float32(1 - 0.999), Eps: 1e-8}
 				if decay {
 					c.HasDecay, c.WeightDecay, c.Decay = true, 0.05, 1-lr*0.05
 				}
-				cxx, dir := kernels.Emulation(t, adamHarness(sizes, decay, [6]float32{c.WeightDecay, c.B1, c.OneMinusB1, c.B2, c.OneMinusB2, c.Eps}), "emu_adam.cpp")
+				cxx, dir := kernels.Emulation(t, adamHarness(shapes, decay, [6]float32{c.WeightDecay, c.B1, c.OneMinusB1, c.B2, c.OneMinusB2, c.Eps}), "emu_adam.cpp")
 				rng := rand.New(rand.NewPCG(uint64(len(sizes)), 7))
 				in := []float32{lr}
 				var tensors [][4][]float32
