@@ -193,6 +193,10 @@ type Engine struct {
 	experts        expertsRoute
 	expertsKernels [expertsKinds]C.mlx_fast_cuda_kernel
 
+	// foldedSDPA: grouped-query attention folded into the query rows on CUDA when
+	// MLXENG_SDPA=folded (sdpa.go).
+	foldedSDPA bool
+
 	// normKernel: rms_norm's input gradient through the engine's kernel on CUDA when
 	// MLXENG_NORM=kernel (rmsnorm.go).
 	normKernel   C.mlx_fast_cuda_kernel
@@ -302,6 +306,7 @@ func newEngine() (*Engine, error) {
 	e.dequantKernel, e.fastDequant = newDequantKernel(e.device)
 	e.rows = newRowKernels(e.device)
 	e.normKernel, e.normKernelOK = newNormKernel(e.device, os.Getenv(normEnv))
+	e.initFoldedSDPA()
 	e.lora = newLoRAKernels(e.device)
 	e.adamKernels.on = adamKernelOn(e.device, os.Getenv(adamKernelEnv))
 	if e.device == "gpu" {

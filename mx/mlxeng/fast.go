@@ -86,16 +86,21 @@ func (e *Engine) ScaledDotProductAttention(hq, hk, hv mx.Handle, scale float64, 
 	q, k, v := get(hq), get(hk), get(hv)
 	mode := C.CString("")
 	var mask C.mlx_array
+	var maskArr *array
 	if hm != nil {
 		C.free(unsafe.Pointer(mode))
 		mode = C.CString("array")
-		mask = get(hm).c
-		if add := e.additiveMask(get(hm), mx.PromoteTypes(mx.PromoteTypes(q.dt, k.dt), v.dt)); add != nil {
+		maskArr = get(hm)
+		if add := e.additiveMask(maskArr, mx.PromoteTypes(mx.PromoteTypes(q.dt, k.dt), v.dt)); add != nil {
 			defer e.free(add)
-			mask = add.c
+			maskArr = add
 		}
+		mask = maskArr.c
 	}
 	defer C.free(unsafe.Pointer(mode))
+	if e.foldsAttention(q, k, v, maskArr) {
+		return e.sdpaFolded(q, k, v, scale, maskArr)
+	}
 	var sinks C.mlx_array
 	return e.op("sdpa", func(res *C.mlx_array) C.int {
 		return C.mlx_fast_scaled_dot_product_attention(res, q.c, k.c, v.c, C.float(scale), mode, mask, sinks, e.stream)
