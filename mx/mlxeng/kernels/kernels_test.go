@@ -223,25 +223,10 @@ func TestRowKernelsEmulated(t *testing.T) {
 	}
 }
 
-// loraHarness wraps LoRAHeader and the three LoRA kernels in C++ function templates for
-// the emulation, and launches one of them a block at a time, the block's threads as
-// std::threads that drop from the block's barrier when they return
-// (testdata/emu_lora.cpp calls it).
-const loraHarness = `#include "emu_prelude.h"
-%s
-template <int R, int ROWS, int W, int ALPHA, bool NEG, typename T>
-void forward_body(const T* base, const T* x, const Shape x_shape, const float* a, const float* b, const Shape b_shape, T* out) {
-%s
-}
-template <int R, int ROWS, int W, int ALPHA, bool NEG, typename T>
-void rows_body(const T* x, const Shape x_shape, const T* g, const float* a, const float* b, const Shape b_shape, T* dx, float* ut) {
-%s
-}
-template <int R, int W, int ALPHA, bool NEG, typename T>
-void columns_body(const T* x, const Shape x_shape, const T* g, const Shape g_shape, const float* ut, float* da, float* db) {
-%s
-}
-template <typename F>
+// blockLauncher is the C++ launch(blocks, threads, body) the harnesses of kernels with
+// barriers share: one block at a time, its threads as std::threads that drop from the
+// block's barrier when they return, as a finished warp leaves the GPU's.
+const blockLauncher = `template <typename F>
 void launch(int blocks, int threads, F body) {
   for (int bx = 0; bx < blocks; bx++) {
     std::barrier<> bar(threads);
@@ -260,6 +245,24 @@ void launch(int blocks, int threads, F body) {
   }
 }
 `
+
+// loraHarness wraps LoRAHeader and the three LoRA kernels in C++ function templates for
+// the emulation, with blockLauncher to run one of them (testdata/emu_lora.cpp calls it).
+const loraHarness = `#include "emu_prelude.h"
+%s
+template <int R, int ROWS, int W, int ALPHA, bool NEG, typename T>
+void forward_body(const T* base, const T* x, const Shape x_shape, const float* a, const float* b, const Shape b_shape, T* out) {
+%s
+}
+template <int R, int ROWS, int W, int ALPHA, bool NEG, typename T>
+void rows_body(const T* x, const Shape x_shape, const T* g, const float* a, const float* b, const Shape b_shape, T* dx, float* ut) {
+%s
+}
+template <int R, int W, int ALPHA, bool NEG, typename T>
+void columns_body(const T* x, const Shape x_shape, const T* g, const Shape g_shape, const float* ut, float* da, float* db) {
+%s
+}
+` + blockLauncher
 
 // TestLoRAKernelsEmulated runs LoRAForwardSource, LoRARowsBackwardSource and
 // LoRAColumnsBackwardSource on the CPU emulation for bfloat16 and float32 activations,
@@ -303,34 +306,15 @@ func TestLoRAKernelsEmulated(t *testing.T) {
 	}
 }
 
-// rmsNormHarness wraps LoRAHeader and RMSNormBackwardSource in a C++ function template
-// and launches it a block at a time, the block's threads as std::threads that drop from
-// the block's barrier when they return (testdata/emu_rmsnorm.cpp calls it).
+// rmsNormHarness wraps LoRAHeader and RMSNormBackwardSource in a C++ function template,
+// with blockLauncher to run it (testdata/emu_rmsnorm.cpp calls it).
 const rmsNormHarness = `#include "emu_prelude.h"
 %s
 template <typename T, int EPS>
 void body(const T* x, const Shape x_shape, const int x_ndim, const T* w, const T* g, T* dx) {
 %s
 }
-template <typename F>
-void launch(int blocks, int threads, F body) {
-  for (int bx = 0; bx < blocks; bx++) {
-    std::barrier<> bar(threads);
-    emu_bar = &bar;
-    std::vector<std::thread> ts;
-    for (int t = 0; t < threads; t++)
-      ts.emplace_back([&, t] {
-        threadIdx = {t, 0, 0};
-        blockIdx = {bx, 0, 0};
-        blockDim = {threads, 1, 1};
-        gridDim = {blocks, 1, 1};
-        body();
-        emu_bar->arrive_and_drop();
-      });
-    for (auto& t : ts) t.join();
-  }
-}
-`
+` + blockLauncher
 
 // TestRMSNormBackwardEmulated runs RMSNormBackwardSource on the CPU emulation for
 // bfloat16 and float32, rows a warp takes (D below 1024: one, a lane's 8 values, widths
