@@ -91,7 +91,7 @@ type GeGLUSplitter interface {
 // x[..., I:] for a float x [..., 2I], a fused gate/up projection's output — as one op on
 // an engine that has it (GeGLUSplitter), where the backward then needs neither the two
 // slices nor a zero-padded cotangent for each and their sum; elsewhere the composition
-// of two slices and GeGLU. Both give the same values.
+// of Split (one op where the engine has it) and GeGLU. Both give the same values.
 func GeGLUSplit(x *Array) *Array {
 	w := x.Dim(-1)
 	if w%2 != 0 || !x.DType().IsFloat() {
@@ -100,7 +100,8 @@ func GeGLUSplit(x *Array) *Array {
 	if s, ok := x.e.(GeGLUSplitter); ok {
 		return Wrap(x.e, s.GeGLUSplit(x.h))
 	}
-	return GeGLU(SliceAxis(x, -1, 0, w/2), SliceAxis(x, -1, w/2, w))
+	halves := Split(x, []int{w / 2}, -1)
+	return GeGLU(halves[0], halves[1])
 }
 
 // TakeWeightedSummer is the optional capability of an engine that computes

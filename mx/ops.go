@@ -348,10 +348,34 @@ func Concatenate(xs []*Array, axis int) *Array {
 	return Wrap(e, e.Concatenate(hs, axis))
 }
 
-// Split cuts x along axis at the given indices (like numpy.split with indices).
+// Splitter is the optional capability of an engine that cuts an array into consecutive
+// parts as one op, whose VJP joins the parts' cotangents (MLX's split: its VJP is one
+// concatenate, where each slice's is a zero-filled array with the slice written into it,
+// and the parts' then summed).
+type Splitter interface {
+	Split(x Handle, indices []int, axis int) []Handle
+}
+
+// Split cuts x along axis at the given indices (like numpy.split with indices, which
+// must be non-decreasing within the axis), as one op on an engine that has it
+// (Splitter); elsewhere as slices. Both give the same values.
 func Split(x *Array, indices []int, axis int) []*Array {
+	axis = normAxis("split", axis, x.Ndim())
 	d := x.Dim(axis)
 	bounds := append(append([]int{0}, indices...), d)
+	for i := 0; i+1 < len(bounds); i++ {
+		if bounds[i] < 0 || bounds[i] > bounds[i+1] || bounds[i+1] > d {
+			panic(fmt.Sprintf("mx: split: indices %v for axis %d of size %d", indices, axis, d))
+		}
+	}
+	if s, ok := x.e.(Splitter); ok {
+		hs := s.Split(x.h, indices, axis)
+		out := make([]*Array, len(hs))
+		for i, h := range hs {
+			out[i] = Wrap(x.e, h)
+		}
+		return out
+	}
 	out := make([]*Array, 0, len(bounds)-1)
 	for i := 0; i+1 < len(bounds); i++ {
 		out = append(out, SliceAxis(x, axis, bounds[i], bounds[i+1]))

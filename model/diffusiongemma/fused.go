@@ -109,14 +109,17 @@ func (l *Layer) fusedAttention(m *Model, x *mx.Array, n int, last bool, eps floa
 	// The decoder's keys: the prompt positions it keeps, then the canvas — one
 	// contiguous run of the N + L positions.
 	first := m.Config.TextConfig.decoderKeyStart(l.Full, n)
-	qDec := q
+	qEnc, qDec := (*mx.Array)(nil), q
 	if !last {
-		qDec = mx.SliceAxis(q, 2, n, s)
+		// One split rather than two slices: where the engine has it (MLX), the queries'
+		// cotangent is one concatenate instead of two zero-filled arrays and their sum.
+		parts := mx.Split(q, []int{n}, 2)
+		qEnc, qDec = parts[0], parts[1]
 	}
 	out := mx.ScaledDotProductAttention(qDec, mx.SliceAxis(k, 2, first, s), mx.SliceAxis(v, 2, first, s), 1.0, nil)
 	if !last {
 		mask := encoderMaskBlocks(m.Engine, 0, n, 0, n, l.Full, m.Config.TextConfig.SlidingWindow, nil)
-		enc := mx.ScaledDotProductAttention(mx.SliceAxis(q, 2, 0, n), mx.SliceAxis(k, 2, 0, n), mx.SliceAxis(v, 2, 0, n), 1.0, mask)
+		enc := mx.ScaledDotProductAttention(qEnc, mx.SliceAxis(k, 2, 0, n), mx.SliceAxis(v, 2, 0, n), 1.0, mask)
 		out = mx.Concatenate([]*mx.Array{enc, out}, 2)
 	}
 	out = mx.Reshape(mx.Transpose(out, 0, 2, 1, 3), b, sq, l.Heads*l.HeadDim)

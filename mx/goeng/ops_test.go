@@ -997,6 +997,8 @@ func TestShapeErrors(t *testing.T) {
 		{"concatenate dtype", func() { mx.Concatenate([]*mx.Array{z(2), ia(e, []int32{1}, 1)}, 0) }, []string{"concatenate", "int32"}},
 		{"concatenate none", func() { mx.Concatenate(nil, 0) }, []string{"concatenate"}},
 		{"split", func() { mx.SplitEqual(z(4), 3, 0) }, []string{"split", "3"}},
+		{"split indices decreasing", func() { mx.Split(z(6), []int{4, 2}, 0) }, []string{"split", "[4 2]", "6"}},
+		{"split index past the axis", func() { mx.Split(z(6), []int{7}, 0) }, []string{"split", "[7]", "6"}},
 		{"squeeze", func() { mx.Squeeze(z(2, 3), 0) }, []string{"squeeze"}},
 		{"argpartition kth", func() { mx.Argpartition(z(4), 4, 0) }, []string{"argpartition", "kth 4"}},
 		{"take float indices", func() { mx.Take(z(4), z(2), 0) }, []string{"take", "float32"}},

@@ -308,6 +308,25 @@ func (e *Engine) SliceUpdate(h, hu mx.Handle, start, stop, strides []int) mx.Han
 	})
 }
 
+// Split implements mx.Splitter with MLX's split: one op whose VJP concatenates the
+// parts' cotangents, where slices' VJPs each write their cotangent into a zero-filled
+// array and then sum them (on MLX-CUDA, fills, copies and an add for each).
+func (e *Engine) Split(h mx.Handle, indices []int, axis int) []mx.Handle {
+	x := get(h)
+	idx := cints(indices)
+	res := C.mlx_vector_array_new()
+	defer C.mlx_vector_array_free(res)
+	e.run("split", func() C.int {
+		return C.mlx_split_sections(&res, x.c, ptr(idx), C.size_t(len(idx)), C.int(axis), e.stream)
+	})
+	parts := e.unpack("split", res)
+	out := make([]mx.Handle, len(parts))
+	for i, p := range parts {
+		out[i] = p
+	}
+	return out
+}
+
 // Concatenate implements mx.Engine.
 func (e *Engine) Concatenate(hs []mx.Handle, axis int) mx.Handle {
 	v := vector(hs)
