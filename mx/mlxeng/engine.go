@@ -306,7 +306,7 @@ func newEngine() (*Engine, error) {
 	e.dequantKernel, e.fastDequant = newDequantKernel(e.device)
 	e.rows = newRowKernels(e.device)
 	e.normKernel, e.normKernelOK = newNormKernel(e.device, os.Getenv(normEnv))
-	e.initFoldedSDPA()
+	e.foldedSDPA = foldedSDPAOn(e.device, os.Getenv(sdpaEnv))
 	e.lora = newLoRAKernels(e.device)
 	e.adamKernels.on = adamKernelOn(e.device, os.Getenv(adamKernelEnv))
 	if e.device == "gpu" {

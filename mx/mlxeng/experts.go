@@ -51,10 +51,11 @@ import (
 // (bench/results/gpu-profile-real2-tf32.txt). kernels.ExpertsSource multiplies each
 // expert's sorted rows by its 4-bit weight dequantized tile by tile in shared memory, on
 // tensor cores, forward x·Wᵀ and backward g·W, without writing the weight out;
-// kernels.ExpertsMMASource, the default, does the same with the operands dequantized in
-// registers and no shared-memory tile (the default forward: chooseExpertsRoute). Their indexing is tested on a CPU emulation
-// (package kernels), their results on a GPU by TestFusedExpertsMatchExact, their speed by
-// BenchmarkFusedExperts and bench/gpu_run.sh ITEMS=experts. Dense linears do not use it (dequant.go): through it as one expert
+// kernels.ExpertsMMASource does the same with the operands dequantized in registers and
+// no shared-memory tile, and takes the forward by default (chooseExpertsRoute). Their
+// indexing is tested on a CPU emulation (package kernels), their results on a GPU by
+// TestFusedExpertsMatchExact, their speed by BenchmarkFusedExperts and bench/gpu_run.sh
+// ITEMS=experts. Dense linears do not use them (dequant.go): through the first as one expert
 // (grid z over the rows) the real geometry's dense products took ~0.85 ms a layer
 // against ~0.45, and its tied 262144-row head 8.9 ms against 3.0 (lease 5).
 

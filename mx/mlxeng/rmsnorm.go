@@ -37,7 +37,10 @@ static int mlxeng_norm_forward(mlx_vector_array* res, const mlx_vector_array in,
 
 // mlxeng_norm_weight_grad is Σ over the rows of g·x·rsqrt(mean(x²) + eps), w's gradient,
 // composed of MLX ops. The VJP returns it lazily: MLX keeps only the cotangents asked
-// for, and a LoRA step never asks for a frozen norm's.
+// for, and a LoRA step never asks for a frozen norm's, so it never runs. (MLX tells a
+// custom VJP nothing of which cotangents are wanted, so its seven ops are still built
+// each time the backward is; a compiled step builds them once, in its trace, and drops
+// them there.)
 static int mlxeng_norm_weight_grad(mlx_array* res, const mlx_array x, const mlx_array g, const mlxeng_norm* p) {
 	int nd = mlx_array_ndim(x);
 	int* axes = malloc(sizeof(int) * (nd > 1 ? nd - 1 : 1));

@@ -39,11 +39,7 @@ static int mlxeng_sdpa_folded(mlx_array* res, const mlx_array q, const mlx_array
 */
 import "C"
 
-import (
-	"os"
-
-	"github.com/dgtune/dgtune/mx"
-)
+import "github.com/dgtune/dgtune/mx"
 
 // Grouped-query attention with the query heads folded into the rows (MLXENG_SDPA=folded
 // turns it on, on CUDA; off by default until measured on a GPU). For head sizes above
@@ -100,6 +96,3 @@ func (e *Engine) sdpaFolded(q, k, v *array, scale float64, mask *array) *array {
 // foldedSDPAOn reports whether the engine on device folds attention with the
 // environment's setting env.
 func foldedSDPAOn(device, env string) bool { return isCUDA(device) && env == "folded" }
-
-// initFoldedSDPA sets the engine's switch from the environment.
-func (e *Engine) initFoldedSDPA() { e.foldedSDPA = foldedSDPAOn(e.device, os.Getenv(sdpaEnv)) }
