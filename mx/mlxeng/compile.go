@@ -25,12 +25,16 @@ func (e *Engine) Compile(f func([]mx.Handle) []mx.Handle) (func([]mx.Handle) []m
 		panic(&Error{Op: "compile", Msg: "could not make the closure"})
 	}
 	compiled := C.mlx_closure_new()
-	e.run("compile", func() C.int { return C.mlx_compile(&compiled, cl, false) })
+	// On the tracer thread: MLX's compile keeps its traces in the cache of the thread
+	// that compiles, and erases them from that one on release (threads.go).
+	e.atTracer(func() { e.run("compile", func() C.int { return C.mlx_compile(&compiled, cl, false) }) })
 	C.mlx_closure_free(cl) // the compiled closure holds its own copy
 	var once sync.Once
 	release := func() {
-		once.Do(func() { e.atHome(func() { C.mlx_closure_free(compiled) }) })
+		once.Do(func() { e.atTracer(func() { C.mlx_closure_free(compiled) }) })
 	}
-	apply := func(args []mx.Handle) []mx.Handle { return e.applyTraced("compile", compiled, call, args) }
+	apply := func(args []mx.Handle) []mx.Handle {
+		return e.applyTraced("compile", compiled, call, args, e.atTracer)
+	}
 	return apply, release
 }

@@ -147,14 +147,6 @@ func (e *Engine) Eval(hs ...mx.Handle) {
 	e.atHome(func() { e.run("eval", func() C.int { return C.mlx_eval(v) }) })
 }
 
-// AsyncEval implements mx.AsyncEvaluator: the arrays' graph is encoded on the home
-// thread's stream and the call returns without waiting for the device.
-func (e *Engine) AsyncEval(hs ...mx.Handle) {
-	v := vector(hs)
-	defer C.mlx_vector_array_free(v)
-	e.atHome(func() { e.run("async_eval", func() C.int { return C.mlx_async_eval(v) }) })
-}
-
 // ToSlice implements mx.Engine: it evaluates and copies into a fresh Go slice.
 func (e *Engine) ToSlice(h mx.Handle) any {
 	a := get(h)

@@ -39,11 +39,15 @@
 // # Threads
 //
 // Go moves goroutines between OS threads, while MLX (since 0.32) ties a stream's
-// command encoder, and its tracing state, to a thread. The engine therefore owns one
-// OS thread: its stream is made there, every evaluation and every value_and_grad runs
-// there (the traced function too, so evaluations inside it see the trace), and all
-// other threads only build graphs, with the engine's stream as their default. Ops
-// themselves are plain cgo calls from the caller's goroutine.
+// command encoder, its tracing state and its compile cache to a thread. The engine
+// therefore owns two OS threads. Home makes the stream; every evaluation and every
+// value_and_grad outside a compiled function runs there (the traced function too, so
+// evaluations inside it see the trace). The tracer compiles, traces and replays
+// compiled functions, so that the host builds the next training step while home
+// launches this one (AsyncEval returns once home has taken the work). All other
+// threads only build graphs, with the engine's stream as their default; ops themselves
+// are plain cgo calls from the caller's goroutine. MLXENG_TRACER=home runs compiled
+// functions at home and waits for AsyncEval's launch, as before.
 //
 // # Memory
 //

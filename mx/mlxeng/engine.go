@@ -46,7 +46,13 @@ static int mlxeng_begin(void) {
 	return 0;
 }
 
-static int mlxeng_on_home(void) { return mlxeng_home; }
+int mlxeng_on_home(void) { return mlxeng_home; }
+
+// The tracer thread (threads.go) traces and replays compiled closures; MLX keeps a
+// compiled function's traces in a cache of the thread that compiled it.
+static __thread int mlxeng_tracer;
+void mlxeng_make_tracer(void) { mlxeng_tracer = 1; }
+int mlxeng_on_tracer(void) { return mlxeng_tracer; }
 
 // The value_and_grad closure: payload is a runtime/cgo.Handle number, never a Go
 // pointer.
@@ -164,6 +170,12 @@ type Engine struct {
 	cpuStream C.mlx_stream
 	device    string
 	home      chan func() // work for the home thread, which owns the stream's encoder
+	// tracer: work for the tracer thread, which compiles, traces and replays compiled
+	// closures while home evaluates (threads.go); nil when MLXENG_TRACER=home.
+	tracer chan func()
+	// asyncFailed is a launched evaluation's failure (AsyncEval), raised by the next
+	// call at home. Touched only on the home thread.
+	asyncFailed any
 
 	mu      sync.Mutex // guards scopes and pending
 	scopes  [][]*array // arrays created in each open Tidy scope, innermost last
@@ -172,7 +184,8 @@ type Engine struct {
 
 	// recomputeFailed is a panic inside a checkpointed function that MLX re-ran while
 	// differentiating; the value_and_grad that asked re-raises it. Touched only on the
-	// home thread, which runs every value_and_grad.
+	// thread that traces that value_and_grad (home, or the tracer inside a compiled
+	// function), while the caller waits for it.
 	recomputeFailed any
 
 	// quantized is how quantized products are computed (see dequant.go).
@@ -300,6 +313,7 @@ func newEngine() (*Engine, error) {
 	if err := <-started; err != nil {
 		return nil, fmt.Errorf("mlx: open engine: %w", err)
 	}
+	e.startTracer(os.Getenv(tracerEnv))
 	e.quantized = chooseQuantizedRoute(e.device)
 	e.denseForwardMaxWeight = chooseDenseForwardMaxWeight()
 	e.openExperts(os.Getenv(expertsEnv))
@@ -323,40 +337,6 @@ func newEngine() (*Engine, error) {
 		}
 	}
 	return e, nil
-}
-
-// serve is the home thread: it runs init, then every function sent to e.home, for
-// the life of the process.
-func (e *Engine) serve(init func() error, started chan<- error) {
-	runtime.LockOSThread() // never unlocked: the thread is the stream's
-	err := init()
-	started <- err
-	if err != nil {
-		return
-	}
-	for f := range e.home {
-		f()
-	}
-}
-
-// atHome runs f on the home thread and re-raises its panic in the caller. Evaluation
-// and value_and_grad go there: the first needs the stream's encoder, the second keeps
-// MLX's thread-local tracing state and the evaluations the traced function may ask
-// for on one thread. Calls already at home (from inside a traced function) run
-// directly.
-func (e *Engine) atHome(f func()) {
-	if C.mlxeng_on_home() == 1 {
-		f()
-		return
-	}
-	done := make(chan any, 1)
-	e.home <- func() {
-		defer func() { done <- recover() }()
-		f()
-	}
-	if r := <-done; r != nil {
-		panic(r)
-	}
 }
 
 // isCUDA: a device of MLX's CUDA backend (a GPU that is not Apple's).

@@ -107,7 +107,7 @@ func (e *Engine) ValueAndGrad(f func([]mx.Handle) []mx.Handle, args []mx.Handle,
 	defer C.mlx_vector_array_free(vals)
 	defer C.mlx_vector_array_free(gs)
 	var err error
-	e.atHome(func() {
+	e.traced(func() {
 		err = e.try("value_and_grad", func() C.int { return C.mlx_closure_value_and_grad_apply(&vals, &gs, vag, in) })
 	})
 	if call.failed != nil {
@@ -167,19 +167,20 @@ func (e *Engine) GradCheckpoint(f func([]mx.Handle) []mx.Handle, args []mx.Handl
 	defer C.mlx_closure_free(ck)
 	e.run("grad_checkpoint", func() C.int { return C.mlx_checkpoint(&ck, cl) })
 
-	return e.applyTraced("grad_checkpoint", ck, call, args)
+	return e.applyTraced("grad_checkpoint", ck, call, args, e.traced)
 }
 
 // applyTraced applies a closure whose tracing runs call's Go function (a checkpoint, a
-// compiled function) on the home thread. A panic inside the function is re-raised here,
-// as the forward run's failure rather than a recomputation's.
-func (e *Engine) applyTraced(op string, cl C.mlx_closure, call *vgCall, args []mx.Handle) []mx.Handle {
+// compiled function) through where (traced or atTracer, threads.go). A panic inside
+// the function is re-raised here, as the forward run's failure rather than a
+// recomputation's.
+func (e *Engine) applyTraced(op string, cl C.mlx_closure, call *vgCall, args []mx.Handle, where func(func())) []mx.Handle {
 	in := vector(args)
 	defer C.mlx_vector_array_free(in)
 	outs := C.mlx_vector_array_new()
 	defer C.mlx_vector_array_free(outs)
 	var err error
-	e.atHome(func() {
+	where(func() {
 		err = e.try(op, func() C.int { return C.mlx_closure_apply(&outs, cl, in) })
 	})
 	if failed := call.failed; failed != nil {

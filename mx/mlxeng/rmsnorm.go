@@ -36,10 +36,13 @@ static int mlxeng_norm_forward(mlx_vector_array* res, const mlx_vector_array in,
 }
 
 // mlxeng_norm_weight_grad is Σ over the rows of g·x·rsqrt(mean(x²) + eps), w's gradient,
-// composed of MLX ops. The VJP returns it lazily: MLX keeps only the cotangents asked
+// composed of MLX ops in float32 and rounded once to x's dtype: MLX's own VJP rounds
+// each row's term to x's dtype before its float32 column sum, so this one is the more
+// precise of the two (rounding each product in bfloat16 put a real-geometry column
+// 8 units off MLX's). The VJP returns it lazily: MLX keeps only the cotangents asked
 // for, and a LoRA step never asks for a frozen norm's, so it never runs. (MLX tells a
-// custom VJP nothing of which cotangents are wanted, so its seven ops are still built
-// each time the backward is; a compiled step builds them once, in its trace, and drops
+// custom VJP nothing of which cotangents are wanted, so its ops are still built each
+// time the backward is; a compiled step builds them once, in its trace, and drops
 // them there.)
 static int mlxeng_norm_weight_grad(mlx_array* res, const mlx_array x, const mlx_array g, const mlxeng_norm* p) {
 	int nd = mlx_array_ndim(x);
@@ -47,22 +50,24 @@ static int mlxeng_norm_weight_grad(mlx_array* res, const mlx_array x, const mlx_
 	for (int i = 0; i + 1 < nd; i++) {
 		axes[i] = i;
 	}
-	// eps in x's dtype, so that nothing promotes a bfloat16 gradient to float32.
-	mlx_array sq = mlx_array_new(), ms = mlx_array_new(), eps32 = mlx_array_new_float(p->eps), eps = mlx_array_new(),
-		se = mlx_array_new(), n = mlx_array_new(), xn = mlx_array_new(), gxn = mlx_array_new();
-	int rc = mlx_astype(&eps, eps32, mlx_array_dtype(x), p->s) ||
-		mlx_square(&sq, x, p->s) || mlx_mean_axis(&ms, sq, -1, true, p->s) || mlx_add(&se, ms, eps, p->s) ||
-		mlx_rsqrt(&n, se, p->s) || mlx_multiply(&xn, x, n, p->s) || mlx_multiply(&gxn, g, xn, p->s) ||
-		mlx_sum_axes(res, gxn, axes, nd - 1, false, p->s);
+	mlx_array xf = mlx_array_new(), gf = mlx_array_new(), sq = mlx_array_new(), ms = mlx_array_new(),
+		eps = mlx_array_new_float(p->eps), se = mlx_array_new(), n = mlx_array_new(), xn = mlx_array_new(),
+		gxn = mlx_array_new(), sum = mlx_array_new();
+	int rc = mlx_astype(&xf, x, MLX_FLOAT32, p->s) || mlx_astype(&gf, g, MLX_FLOAT32, p->s) ||
+		mlx_square(&sq, xf, p->s) || mlx_mean_axis(&ms, sq, -1, true, p->s) || mlx_add(&se, ms, eps, p->s) ||
+		mlx_rsqrt(&n, se, p->s) || mlx_multiply(&xn, xf, n, p->s) || mlx_multiply(&gxn, gf, xn, p->s) ||
+		mlx_sum_axes(&sum, gxn, axes, nd - 1, false, p->s) || mlx_astype(res, sum, mlx_array_dtype(x), p->s);
 	free(axes);
+	mlx_array_free(xf);
+	mlx_array_free(gf);
 	mlx_array_free(sq);
 	mlx_array_free(ms);
-	mlx_array_free(eps32);
 	mlx_array_free(eps);
 	mlx_array_free(se);
 	mlx_array_free(n);
 	mlx_array_free(xn);
 	mlx_array_free(gxn);
+	mlx_array_free(sum);
 	return rc;
 }
 
