@@ -12,15 +12,17 @@ import (
 	"github.com/dgtune/dgtune/data"
 	dg "github.com/dgtune/dgtune/model/diffusiongemma"
 	"github.com/dgtune/dgtune/mx"
-	_ "github.com/dgtune/dgtune/mx/engines"
+	"github.com/dgtune/dgtune/mx/engines"
 	"github.com/dgtune/dgtune/objective"
 	"github.com/dgtune/dgtune/tokenizer"
 )
 
 // Session is everything a run needs, loaded and checked before the first step.
 type Session struct {
-	Config    config.Config
-	Engine    mx.Engine
+	Config config.Config
+	Engine mx.Engine
+	// Draws is the engine the objective's noise is drawn on (engines.Draws; nil: Engine).
+	Draws     mx.Engine
 	Model     *dg.Model
 	Tokenizer *tokenizer.Tokenizer
 	Objective objective.Objective
@@ -48,7 +50,7 @@ func Open(cfg config.Config) (*Session, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load tokenizer: %w", err)
 	}
-	s := &Session{Config: cfg, Engine: e, Model: m, Tokenizer: tok}
+	s := &Session{Config: cfg, Engine: e, Draws: engines.Draws(e), Model: m, Tokenizer: tok}
 	s.Objective, err = ObjectiveFor(cfg, m.Config)
 	if err != nil {
 		return nil, err
@@ -171,4 +173,13 @@ func ObjectiveFor(c config.Config, mc *dg.Config) (objective.Objective, error) {
 		o.BlockLen = c.MaxCanvas
 	}
 	return o, o.Validate()
+}
+
+// DrawEngine is the engine the objective's noise and choices are drawn on: Draws, or
+// Engine where Draws is unset.
+func (s *Session) DrawEngine() mx.Engine {
+	if s.Draws != nil {
+		return s.Draws
+	}
+	return s.Engine
 }

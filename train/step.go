@@ -214,7 +214,7 @@ type microBatch struct {
 // self_conditioning_draw step one coin, keyed by (seed, step, m), decides for every example
 // of the micro-batch on every rank (NeMo AutoModel's per-(step, micro-batch) coin).
 func drawMicroBatch(s *session.Session, seed uint64, draw string, step, m int, batch []data.Pair, mine func(int) bool) (mb microBatch, canvas, pairs float64, tokens int64) {
-	e := s.Engine
+	e := s.DrawEngine()
 	var coin *bool
 	if draw == config.DrawPerStep {
 		c := s.Objective.Coin(mx.Key(e, session.DeriveSeed(seed, seedTrainCoin, uint64(step), uint64(m))))

@@ -66,8 +66,8 @@ func validationSums(s *session.Session, pairs []data.Pair, seed uint64, keep fun
 		if !keep(i) {
 			continue
 		}
-		key := mx.Key(s.Engine, session.DeriveSeed(seed, seedValNoise, uint64(p.Index), uint64(i)))
-		choice := mx.Key(s.Engine, session.DeriveSeed(seed, seedValChoice, uint64(p.Index), uint64(i)))
+		key := mx.Key(s.DrawEngine(), session.DeriveSeed(seed, seedValNoise, uint64(p.Index), uint64(i)))
+		choice := mx.Key(s.DrawEngine(), session.DeriveSeed(seed, seedValChoice, uint64(p.Index), uint64(i)))
 		c := obj.DrawExample(key, choice, p.Target, vocab)
 		var t objective.Terms
 		mx.Tidy(s.Engine, func() []*mx.Array {

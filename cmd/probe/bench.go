@@ -16,6 +16,7 @@ import (
 	"github.com/dgtune/dgtune/lora"
 	dg "github.com/dgtune/dgtune/model/diffusiongemma"
 	"github.com/dgtune/dgtune/mx"
+	"github.com/dgtune/dgtune/mx/engines"
 	"github.com/dgtune/dgtune/objective"
 	"github.com/dgtune/dgtune/optim"
 	"github.com/dgtune/dgtune/session"
@@ -130,9 +131,10 @@ func benchCommand() *cobra.Command {
 			_, async := e.(mx.AsyncEvaluator)
 			lookahead := async && !synchronous
 			var inFlight []*mx.Array
+			draws := engines.Draws(e) // as train draws (session.Session.Draws)
 			stepOnce := func(i int) error {
 				began := time.Now()
-				c := obj.Draw(mx.Key(e, uint64(i)), ex.Target, vocab)
+				c := obj.Draw(mx.Key(draws, uint64(i)), ex.Target, vocab)
 				params := optim.Params(a.Params())
 				var g optim.Params
 				if compiled != nil {
