@@ -210,8 +210,8 @@ type Engine struct {
 	// MLXENG_SDPA=folded (sdpa.go).
 	foldedSDPA bool
 
-	// normKernel: rms_norm's input gradient through the engine's kernel on CUDA when
-	// MLXENG_NORM=kernel (rmsnorm.go).
+	// normKernel: rms_norm's input gradient through the engine's kernel on CUDA unless
+	// MLXENG_NORM=mlx (rmsnorm.go).
 	normKernel   C.mlx_fast_cuda_kernel
 	normKernelOK bool
 

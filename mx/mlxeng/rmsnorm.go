@@ -119,21 +119,23 @@ import (
 	"github.com/dgtune/dgtune/mx/mlxeng/kernels"
 )
 
-// The rms_norm input gradient on MLX-CUDA through dgtune's kernel (MLXENG_NORM=kernel
-// turns it on; off by default until measured on a GPU). MLX's rms_norm VJP always
+// The rms_norm input gradient on MLX-CUDA through dgtune's kernel (the default on CUDA;
+// MLXENG_NORM=mlx turns it off). MLX's rms_norm VJP always
 // computes the weight's gradient too — g·x·n for every element, then a column reduction,
 // one more launch a norm — which a LoRA step never uses: the norms are frozen. The
 // forward stays MLX's fast rms_norm, bit for bit; kernels.RMSNormBackwardSource gives dx
 // alone, with MLX's arithmetic in another summation order. A real 26B-A4B layer has nine
-// weighted norms, so the launches a layer fall by nine (bench/results/gpu-s15.txt).
+// weighted norms, so the launches a layer fall by nine; the real step measured 109–128
+// ms against 113–120 without it (medians 112.0 and 117.5, alternating in one lease,
+// bench/results/gpu-s16.txt).
 
-// normEnv turns the kernel on ("kernel").
+// normEnv turns the kernel off ("mlx").
 const normEnv = "MLXENG_NORM"
 
-// newNormKernel makes the rms_norm input-gradient kernel on a CUDA GPU when env is
-// "kernel"; ok false leaves the VJP to MLX.
+// newNormKernel makes the rms_norm input-gradient kernel on a CUDA GPU unless env is
+// "mlx"; ok false leaves the VJP to MLX.
 func newNormKernel(device, env string) (k C.mlx_fast_cuda_kernel, ok bool) {
-	if !isCUDA(device) || env != "kernel" {
+	if !isCUDA(device) || env == "mlx" {
 		return k, false
 	}
 	k = newCUDAKernel("dgtune_rms_norm_dx", []string{"x", "w", "g"}, []string{"dx"},

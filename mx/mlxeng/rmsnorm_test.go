@@ -10,8 +10,8 @@ import (
 	"github.com/dgtune/dgtune/mx"
 )
 
-// TestNormKernelChoice: the rms_norm kernel is made only on CUDA with MLXENG_NORM=kernel
-// (the CUDA case runs where the engine has one: MLX without CUDA refuses the kernel), and
+// TestNormKernelChoice: the rms_norm kernel is made only on CUDA, unless MLXENG_NORM=mlx
+// (the CUDA cases run where the engine has one: MLX without CUDA refuses the kernel), and
 // RMSNorm takes it for weighted norms of bfloat16 or float32 rows whose width is a
 // multiple of 8 and nothing else. The shape logic runs on any device with the kernel's
 // switch forced on.
@@ -23,7 +23,7 @@ func TestNormKernelChoice(t *testing.T) {
 	for _, c := range []struct {
 		device, env string
 		want        bool
-	}{{"cpu", "kernel", false}, {"gpu", "", false}, {"gpu", "mlx", false}, {"gpu", "kernel", true}} {
+	}{{"cpu", "", false}, {"cpu", "kernel", false}, {"gpu", "", true}, {"gpu", "mlx", false}, {"gpu", "kernel", true}} {
 		if c.want && !isCUDA(e.device) {
 			continue
 		}
@@ -67,9 +67,11 @@ func TestNormKernelChoice(t *testing.T) {
 // fast rms_norm bit for bit forward, and x's gradient within two roundings to the rows'
 // type of MLX's own VJP (the same arithmetic summed in another order), at the real
 // 26B-A4B geometry's hidden norm (384 × 2816, a block a row) and head norm (384·16 rows
-// of 256, a warp a row), and a small float32 case whose width is not a multiple of 32;
-// the weight's gradient, when asked for, within the same bound of MLX's. MLX's CPU
-// backend has no custom kernels.
+// of 256, a warp a row), and a small float32 case whose width is not a multiple of 32.
+// The weight's gradient, when asked for, is held to a float64 reference instead (one
+// rounding): MLX's own rounds each row's term to bfloat16 before summing, and was
+// 0.2–1.0 off the reference at these shapes on the H200, more than either bound.
+// MLX's CPU backend has no custom kernels.
 func TestNormKernelMatchesMLX(t *testing.T) {
 	e, err := open()
 	if err != nil {
@@ -112,7 +114,7 @@ func TestNormKernelMatchesMLX(t *testing.T) {
 				return f(vals[1]), f(grads[0]), f(grads[1])
 			}
 			ky, kdx, kdw := run(true)
-			my, mdx, mdw := run(false)
+			my, mdx, _ := run(false) // MLX's weight gradient is the less precise (see above)
 			for i := range my {
 				if math.Float32bits(ky[i]) != math.Float32bits(my[i]) {
 					t.Fatalf("y[%d] = %v through the kernel's op, %v through MLX's", i, ky[i], my[i])
@@ -135,7 +137,32 @@ func TestNormKernelMatchesMLX(t *testing.T) {
 				}
 			}
 			near("dx", kdx, mdx)
-			near("dw", kdw, mdw)
+			near("dw", kdw, normWeightGrad(x, g, c.eps))
 		})
 	}
+}
+
+// normWeightGrad is rms_norm's weight gradient Σ_rows g·x·rsqrt(mean(x²) + eps) in
+// float64, rounded to float32, from x's and g's values.
+func normWeightGrad(x, g *mx.Array, eps float64) []float32 {
+	shape := x.Shape()
+	d := shape[len(shape)-1]
+	xs, gs := mx.AsType(x, mx.Float32).Float32s(), mx.AsType(g, mx.Float32).Float32s()
+	dw := make([]float64, d)
+	for r := 0; r < len(xs)/d; r++ {
+		row := xs[r*d : (r+1)*d]
+		ss := 0.0
+		for _, v := range row {
+			ss += float64(v) * float64(v)
+		}
+		n := 1 / math.Sqrt(ss/float64(d)+eps)
+		for j, v := range row {
+			dw[j] += float64(gs[r*d+j]) * float64(v) * n
+		}
+	}
+	out := make([]float32, d)
+	for j, v := range dw {
+		out[j] = float32(v)
+	}
+	return out
 }
