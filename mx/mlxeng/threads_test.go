@@ -23,10 +23,9 @@ func threadsEngine(t *testing.T) *Engine {
 	return e
 }
 
-// TestThreadsTakeTheirWork: a compiled function is traced on the tracer thread (and
-// so is the value_and_grad inside it), an uncompiled value_and_grad's function runs at
-// home, and an evaluation asked for inside a compiled trace's caller still runs at
-// home.
+// TestThreadsTakeTheirWork: a compiled function is traced on the tracer thread, once,
+// and so is the value_and_grad inside it; its replay calls no Go; an uncompiled
+// value_and_grad's function runs at home.
 func TestThreadsTakeTheirWork(t *testing.T) {
 	e := threadsEngine(t)
 	if got := thread(); got != "" {
