@@ -62,13 +62,21 @@ func (e *Engine) atHome(f func()) {
 		f()
 		return
 	}
-	done := make(chan any, 1)
-	e.home <- func() {
-		defer func() { done <- recover() }()
+	await(e.home, func() {
 		if r := e.asyncFailed; r != nil {
 			e.asyncFailed = nil
 			panic(r)
 		}
+		f()
+	})
+}
+
+// await runs f on the thread that serves ch, waits for it and re-raises its panic in
+// the caller.
+func await(ch chan<- func(), f func()) {
+	done := make(chan any, 1)
+	ch <- func() {
+		defer func() { done <- recover() }()
 		f()
 	}
 	if r := <-done; r != nil {
@@ -101,14 +109,7 @@ func (e *Engine) atTracer(f func()) {
 		f()
 		return
 	}
-	done := make(chan any, 1)
-	e.tracer <- func() {
-		defer func() { done <- recover() }()
-		f()
-	}
-	if r := <-done; r != nil {
-		panic(r)
-	}
+	await(e.tracer, f)
 }
 
 // AsyncEval implements mx.AsyncEvaluator: the arrays' graph is launched on the home
