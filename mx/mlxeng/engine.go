@@ -623,6 +623,15 @@ func (e *Engine) unpack(op string, v C.mlx_vector_array) []*array {
 	return out
 }
 
+// handles lists arrays as mx handles.
+func handles(as []*array) []mx.Handle {
+	out := make([]mx.Handle, len(as))
+	for i, a := range as {
+		out[i] = a
+	}
+	return out
+}
+
 func cints(s []int) []C.int {
 	out := make([]C.int, len(s))
 	for i, v := range s {

@@ -127,10 +127,7 @@ func (e *Engine) ValueAndGrad(f func([]mx.Handle) []mx.Handle, args []mx.Handle,
 		values[0] = e.reshape(v0, call.shape0)
 		e.free(v0)
 	}
-	out := make([]mx.Handle, len(values))
-	for i, v := range values {
-		out[i] = v
-	}
+	out := handles(values)
 	n := int(C.mlx_vector_array_size(gs))
 	if n != len(nums) {
 		panic(fmt.Sprintf("mlx: value_and_grad: %d gradients for %d arguments", n, len(nums)))
@@ -191,10 +188,5 @@ func (e *Engine) applyTraced(op string, cl C.mlx_closure, call *vgCall, args []m
 	if err != nil {
 		panic(err)
 	}
-	arrs := e.unpack(op, outs)
-	res := make([]mx.Handle, len(arrs))
-	for i, a := range arrs {
-		res[i] = a
-	}
-	return res
+	return handles(e.unpack(op, outs))
 }

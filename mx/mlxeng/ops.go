@@ -319,12 +319,7 @@ func (e *Engine) Split(h mx.Handle, indices []int, axis int) []mx.Handle {
 	e.run("split", func() C.int {
 		return C.mlx_split_sections(&res, x.c, ptr(idx), C.size_t(len(idx)), C.int(axis), e.stream)
 	})
-	parts := e.unpack("split", res)
-	out := make([]mx.Handle, len(parts))
-	for i, p := range parts {
-		out[i] = p
-	}
-	return out
+	return handles(e.unpack("split", res))
 }
 
 // Concatenate implements mx.Engine.
