@@ -215,6 +215,10 @@ type Engine struct {
 	normKernel   C.mlx_fast_cuda_kernel
 	normKernelOK bool
 
+	// geglu: the GeGLU activation through the engine's kernels on CUDA unless
+	// MLXENG_GEGLU=mlx (geglu.go).
+	geglu gegluKernels
+
 	// rows: takes of rows through the engine's kernels on CUDA (rows.go).
 	rows rowKernels
 
@@ -320,6 +324,7 @@ func newEngine() (*Engine, error) {
 	e.dequantKernel, e.fastDequant = newDequantKernel(e.device)
 	e.rows = newRowKernels(e.device)
 	e.normKernel, e.normKernelOK = newNormKernel(e.device, os.Getenv(normEnv))
+	e.geglu = newGeGLUKernels(e.device, os.Getenv(gegluEnv))
 	e.foldedSDPA = foldedSDPAOn(e.device, os.Getenv(sdpaEnv))
 	e.lora = newLoRAKernels(e.device)
 	e.adamKernels.on = adamKernelOn(e.device, os.Getenv(adamKernelEnv))

@@ -150,10 +150,13 @@ func (e *Engine) geluTanh(x *array) *array {
 	return e.binary(mx.OpMultiply, mul(x, scalar(0.5)), add(th, scalar(1)))
 }
 
-// GeGLU implements mx.Engine as geluTanh(gate)·up (MLX has no fused op; MLX's autodiff
-// differentiates the composition).
+// GeGLU implements mx.Engine: through the engine's kernels on CUDA (geglu.go), else as
+// geluTanh(gate)·up (MLX has no fused op; MLX's autodiff differentiates the composition).
 func (e *Engine) GeGLU(hg, hu mx.Handle) mx.Handle {
 	gate, up := get(hg), get(hu)
+	if e.gegluThroughKernels(gate, up, false) {
+		return e.gegluKernel([]mx.Handle{gate, up}, false)
+	}
 	g := e.geluTanh(gate)
 	defer e.free(g)
 	return e.binary(mx.OpMultiply, g, up)
