@@ -39,7 +39,11 @@ __device__ __forceinline__ void dg_mma16816(float* d, uint32_t a0, uint32_t a1, 
 //     another order;
 //   - in the forward a register's two values are neighbours in one packed word; in the
 //     input gradient (W's rows are the contraction, packed along the output) they are
-//     one column of two rows, each with its own scale and bias;
+//     one column of two rows, each with its own scale and bias. There the order of the
+//     output columns is free too: tile n's column g is physical column 8·(g/4) + 2·(g%4)
+//     + n of the warp's 16, so a lane reads one word a weight row (not two) and finds its
+//     two columns in one byte of it, and one byte permute pairs two rows' bytes (session
+//     17; it read both words of the warp's columns and unpacked each value on its own);
 //   - the next 32-slice's rows and words are loaded into registers while this one's
 //     products run.
 //
@@ -47,9 +51,10 @@ __device__ __forceinline__ void dg_mma16816(float* d, uint32_t a0, uint32_t a1, 
 // the only barrier: x's rows, read by the block's 4 warps, come through L1.
 //
 // Measured on the H200 (bench/results/gpu-s15.txt): the forward is 12 % faster than the
-// first kernel; the input gradient 1.6× slower — its per-value unpacking and 118
-// registers a thread (25 % occupancy) leave it bound by L1 — so the engine's default
-// route takes this kernel forward only (mlxeng's chooseExpertsRoute).
+// first kernel; the input gradient, before session 17's column order, 1.6× slower — its
+// per-value unpacking and 118 registers a thread (25 % occupancy) left it bound by L1 —
+// so the engine's default route takes this kernel forward only (mlxeng's
+// chooseExpertsRoute).
 const ExpertsMMASource = `
   constexpr int GS = 64;
   constexpr int KLEN = TRANS ? NC : NJ;   // the weight's row length (its K)
@@ -73,13 +78,13 @@ const ExpertsMMASource = `
     Bs[i] = be[gi];
   }
   __syncthreads();
-  // x or w may be views off their 16-byte (8-byte) boundary: wide loads then go a value at a time.
+  // x may be a view off its 16-byte boundary: wide loads then go a value at a time.
   const bool x_aligned = (reinterpret_cast<size_t>(x) & 15) == 0;
-  const bool w_aligned = (reinterpret_cast<size_t>(w) & 7) == 0;
   // One 32-slice's operands: xs[m][h] is row m0 + 16m + g + 8h's 8 values at k0 + 8·t4;
   // TRANS: wt[n] is tile n's row jw + 8n + g, word (k0 + 8·t4)/8;
-  // else: wr[i] is row k0 + 8·t4 + i's two words of the warp's columns (tiles 0 and 1).
-  struct Slice { uint4 xs[2][2]; uint32_t wt[2]; uint2 wr[8]; };
+  // else: wr[i] is row k0 + 8·t4 + i's word of columns jw + 8·(g/4) … +7, whose byte g%4
+  // holds this lane's two columns (below).
+  struct Slice { uint4 xs[2][2]; uint32_t wt[2]; uint32_t wr[8]; };
   auto load = [&](Slice& f, int m0, int k0) {
     #pragma unroll
     for (int m = 0; m < 2; m++)
@@ -102,13 +107,12 @@ const ExpertsMMASource = `
       for (int n = 0; n < 2; n++) f.wt[n] = we[(size_t)(jw + 8 * n + g) * KW + k0 / 8 + t4];
     } else {
       #pragma unroll
-      for (int i = 0; i < 8; i++) {
-        const uint32_t* src = we + (size_t)(k0 + 8 * t4 + i) * KW + jw / 8;
-        f.wr[i] = w_aligned ? *reinterpret_cast<const uint2*>(src) : make_uint2(src[0], src[1]);
-      }
+      for (int i = 0; i < 8; i++) f.wr[i] = we[(size_t)(k0 + 8 * t4 + i) * KW + jw / 8 + g / 4];
     }
   };
   const __nv_bfloat162 k128 = __float2bfloat162_rn(128.0f);
+  // Not TRANS: byte g%4 of the first word into bytes 0 and 1, of the second into 2 and 3.
+  const uint32_t wb = g % 4, wsel = wb | wb << 4 | (4 + wb) << 8 | (4 + wb) << 12;
   // q holds two 4-bit values in its low nibbles of the low and high halves.
   auto dequant = [&](uint32_t q, __nv_bfloat162 s2, __nv_bfloat162 b2) {
     q |= 0x43004300u;
@@ -140,13 +144,16 @@ const ExpertsMMASource = `
               b[n][p] = dequant((pair & 0xFu) | ((pair & 0xF0u) << 12), s2, b2);
             }
           } else {
-            // Column jw + 8n + g (nibble g of word n) of rows k0 + 8·t4 + 4·step + {0,1} and {2,3}.
+            // Tile n's column g is physical column jw + 8·(g/4) + 2·(g%4) + n: nibble n of byte g%4
+            // of this lane's word, of rows k0 + 8·t4 + 4·step + {0,1} and {2,3}. One byte permute
+            // puts both rows' bytes in the low byte of each half; a mask (and for n = 1 a shift)
+            // leaves the nibbles.
             #pragma unroll
             for (int p = 0; p < 2; p++) {
               const int i = 4 * step + 2 * p, r = k0 + 8 * t4 + i;
-              const uint32_t lo_w = n == 0 ? f.wr[i].x : f.wr[i].y, hi_w = n == 0 ? f.wr[i + 1].x : f.wr[i + 1].y;
-              const uint32_t q = ((lo_w >> (4 * g)) & 0xFu) | (((hi_w >> (4 * g)) & 0xFu) << 16);
-              b[n][p] = dequant(q, *reinterpret_cast<const __nv_bfloat162*>(&Ss[r]), *reinterpret_cast<const __nv_bfloat162*>(&Bs[r]));
+              const uint32_t both = __byte_perm(f.wr[i], f.wr[i + 1], wsel);
+              b[n][p] = dequant(((n == 0 ? both : both >> 4) & 0x000F000Fu),
+                                *reinterpret_cast<const __nv_bfloat162*>(&Ss[r]), *reinterpret_cast<const __nv_bfloat162*>(&Bs[r]));
             }
           }
         }
@@ -170,13 +177,20 @@ const ExpertsMMASource = `
     #pragma unroll
     for (int m = 0; m < 2; m++)
       #pragma unroll
-      for (int n = 0; n < 2; n++)
-        #pragma unroll
-        for (int h = 0; h < 2; h++) {
-          const int r = m0 + 16 * m + g + 8 * h;
-          if (r < hi)
+      for (int h = 0; h < 2; h++) {
+        const int r = m0 + 16 * m + g + 8 * h;
+        if (r >= hi) continue;
+        if (TRANS) {
+          #pragma unroll
+          for (int n = 0; n < 2; n++)
             *reinterpret_cast<__nv_bfloat162*>(&out[(size_t)r * NJ + jw + 8 * n + 2 * t4]) =
                 __floats2bfloat162_rn(acc[m][n][2 * h], acc[m][n][2 * h + 1]);
+        } else {
+          // Logical columns 2·t4 and 2·t4 + 1 of tiles 0 and 1 are physical jw + 4·t4 + {0, 2} and {1, 3}.
+          __nv_bfloat16* o = &out[(size_t)r * NJ + jw + 4 * t4];
+          *reinterpret_cast<__nv_bfloat162*>(o) = __floats2bfloat162_rn(acc[m][0][2 * h], acc[m][1][2 * h]);
+          *reinterpret_cast<__nv_bfloat162*>(o + 2) = __floats2bfloat162_rn(acc[m][0][2 * h + 1], acc[m][1][2 * h + 1]);
         }
+      }
   }
 `

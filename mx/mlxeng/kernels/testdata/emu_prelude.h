@@ -93,6 +93,14 @@ inline void store_matrix_sync(float* p, const fragment<accumulator, 16, 16, 16, 
 // A[g+8][2t+8, 2t+9], B[2t, 2t+1][g], B[2t+8, 2t+9][g]; D[g][2t, 2t+1], D[g+8][2t, 2t+1]),
 // the barrier again. Every thread of the block must reach it at the same point.
 static uint32_t emu_mma_a[1024][4], emu_mma_b[1024][2];
+// __byte_perm(x, y, s): byte k of the result is byte (s >> 4k) & 7 of y:x (without the
+// sign-replicating mode, which the kernels do not use).
+static inline uint32_t __byte_perm(uint32_t x, uint32_t y, uint32_t s) {
+  const uint64_t v = (uint64_t)y << 32 | x;
+  uint32_t r = 0;
+  for (int k = 0; k < 4; k++) r |= (uint32_t)((v >> (8 * ((s >> (4 * k)) & 7))) & 0xff) << (8 * k);
+  return r;
+}
 static inline float emu_half(uint32_t r, int hi) { return __bfloat162float({uint16_t(hi ? r >> 16 : r & 0xffff)}); }
 static inline void dg_mma16816(float* d, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0, uint32_t b1) {
   const int tid = threadIdx.x, base = tid & ~31, lane = tid & 31, g = lane / 4, t = lane % 4;
