@@ -141,7 +141,8 @@ func TestGeGLUKernelMatchesComposition(t *testing.T) {
 					uv = float64(xs[upAt(i)])
 				}
 				const a, cc = 0.044715, 0.7978845608028654
-				s := 0.5 * (1 + math.Tanh(cc*(xv+a*xv*xv*xv)))
+				// σ(2u) = (1 + tanh u)/2, without the cancellation of 1 + tanh u in the tail.
+				s := 1 / (1 + math.Exp(-2*cc*(xv+a*xv*xv*xv)))
 				q := 2 * cc * (1 + 3*a*xv*xv)
 				ref[gateAt(i)], mag[gateAt(i)] = cv*uv*(s+xv*s*(1-s)*q), math.Abs(cv*uv)*(s+math.Abs(xv*s*(1-s)*q))
 				ref[upAt(i)], mag[upAt(i)] = cv*xv*s, math.Abs(cv*xv*s)

@@ -40,10 +40,11 @@ __device__ __forceinline__ void dg_mma16816(float* d, uint32_t a0, uint32_t a1, 
 //   - in the forward a register's two values are neighbours in one packed word; in the
 //     input gradient (W's rows are the contraction, packed along the output) they are
 //     one column of two rows, each with its own scale and bias. There the order of the
-//     output columns is free too: tile n's column g is physical column 8·(g/4) + 2·(g%4)
-//     + n of the warp's 16, so a lane reads one word a weight row (not two) and finds its
-//     two columns in one byte of it, and one byte permute pairs two rows' bytes (session
-//     17; it read both words of the warp's columns and unpacked each value on its own);
+//     output columns is free too: tile n's column g is the warp's physical column
+//     8·(g/4) + 2·(g%4) + n, so a lane reads one word a weight row (not two) and finds
+//     its two columns in one byte of it, and one byte permute pairs two rows' bytes
+//     (session 17; it read both words of the warp's columns and unpacked each value on
+//     its own);
 //   - the next 32-slice's rows and words are loaded into registers while this one's
 //     products run.
 //
@@ -51,10 +52,12 @@ __device__ __forceinline__ void dg_mma16816(float* d, uint32_t a0, uint32_t a1, 
 // the only barrier: x's rows, read by the block's 4 warps, come through L1.
 //
 // Measured on the H200 (bench/results/gpu-s15.txt): the forward is 12 % faster than the
-// first kernel; the input gradient, before session 17's column order, 1.6× slower — its
-// per-value unpacking and 118 registers a thread (25 % occupancy) left it bound by L1 —
-// so the engine's default route takes this kernel forward only (mlxeng's
-// chooseExpertsRoute).
+// first kernel; the input gradient 1.6× slower — 118 registers a thread (25 %
+// occupancy), bound by L1 — so the engine's default route takes this kernel forward
+// only (mlxeng's chooseExpertsRoute). Session 17's column order (one word and one permute
+// for two rows) left it where it was (BenchmarkFusedExperts, gate_up: forward + input
+// gradient 1224 µs against 1205 before; WMMA's 1020; bench/results/gpu-s17.txt), so
+// its unpacking was not what bounds it.
 const ExpertsMMASource = `
   constexpr int GS = 64;
   constexpr int KLEN = TRANS ? NC : NJ;   // the weight's row length (its K)

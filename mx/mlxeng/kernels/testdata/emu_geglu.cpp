@@ -64,7 +64,7 @@ int main() {
       const double want = composition(xv, uv);
       check("out_split", i, emu_float(out_split[i]), want, 0);
       check("out_pair", i, emu_float(out_pair[i]), want, 0);
-      const double s = 0.5 * (1 + tanh(c * (xv + a * xv * xv * xv))), q = 2 * c * (1 + 3 * a * xv * xv);
+      const double s = 1 / (1 + exp(-2 * c * (xv + a * xv * xv * xv))), q = 2 * c * (1 + 3 * a * xv * xv);
       const double wg = gv * uv * (s + xv * s * (1 - s) * q), wu = gv * xv * s;
       const double mg = fabs(gv * uv) * (s + fabs(xv * s * (1 - s) * q)), mu = fabs(gv * xv * s);
       check("dx_gate", i, emu_float(dx[r * 2 * I + col]), wg, fabs(wg) / 256 + mg / (1 << 18));
