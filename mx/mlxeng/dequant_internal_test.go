@@ -217,3 +217,49 @@ func TestDenseForwardEnv(t *testing.T) {
 		}
 	}
 }
+
+// TestKeepDenseWeights: with keepDenseWeights (MLXENG_KEEP_DENSE=1) a dense product on
+// the dequant route hands its forward's dequantized weight to its input gradient, which
+// gives the same values and gradients, bit for bit, as dequantizing again, compiled and
+// not, through a chain of quantized linears (the weight is the same array either way).
+func TestKeepDenseWeights(t *testing.T) {
+	e := engineOnRoute(t, routeDequant)
+	saved := e.keepDenseWeights
+	t.Cleanup(func() { e.keepDenseWeights = saved })
+	const k = 128
+	ws := make([][3]*mx.Array, 3)
+	for i := range ws {
+		w, s, b := mx.Quantize(mx.FromFloat32(e, lcg(uint64(10+i), k*k), k, k), 64, 4)
+		ws[i] = [3]*mx.Array{w, s, b}
+	}
+	grad := func(a []*mx.Array) []*mx.Array {
+		v, g := mx.ValueAndGrad(func(a []*mx.Array) []*mx.Array {
+			y := a[0]
+			for _, w := range ws {
+				y = mx.Tanh(mx.QuantizedMatmul(y, w[0], w[1], w[2], true, 64, 4))
+			}
+			return []*mx.Array{mx.Sum(mx.Multiply(y, y), false)}
+		})(a)
+		return []*mx.Array{v[0], g[0]}
+	}
+	x := mx.FromFloat32(e, lcg(3, 5*k), 5, k)
+	for _, compile := range []bool{false, true} {
+		var runs [2][]float32
+		for r, keep := range []bool{false, true} {
+			e.keepDenseWeights = keep
+			f := grad
+			if compile {
+				var release func()
+				f, release = mx.Compile(e, grad)
+				defer release()
+			}
+			out := f([]*mx.Array{x})
+			runs[r] = append(out[0].Float32s(), out[1].Float32s()...)
+		}
+		for i := range runs[0] {
+			if math.Float32bits(runs[0][i]) != math.Float32bits(runs[1][i]) {
+				t.Fatalf("compiled %v: value %d is %v dequantizing again, %v keeping the forward's weight", compile, i, runs[0][i], runs[1][i])
+			}
+		}
+	}
+}
