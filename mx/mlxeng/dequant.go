@@ -17,8 +17,6 @@ typedef struct {
 	mlx_fast_cuda_kernel experts, experts_bwd;  // the forward's kernel and the input gradient's
 	int deq_ok;        // dequantize with the engine's kernel where it takes the weight (dequant_kernel.go)
 	mlx_fast_cuda_kernel deq;
-	int keep_weight;   // linear, dequantized forward: the weight is a second output the VJP reuses
-	                   // (MLXENG_KEEP_DENSE; see Engine.keepDenseWeights)
 	mlx_stream s;
 } mlxeng_dq;
 
@@ -103,10 +101,7 @@ static int mlxeng_dq_forward(mlx_vector_array* res, const mlx_vector_array in, v
 			rc = mlx_matmul(&y, x, wt, q->s);
 		}
 	}
-	if (rc == 0 && q->keep_weight && !q->gather && !q->fused && !q->kernel_fwd) {
-		const mlx_array both[2] = {y, wd};
-		rc = mlx_vector_array_set_data(res, both, 2);
-	} else if (rc == 0) {
+	if (rc == 0) {
 		rc = mlx_vector_array_set_data(res, &y, 1);
 	}
 	mlx_array_free(x);
@@ -127,9 +122,6 @@ static int mlxeng_dq_vjp(mlx_vector_array* res, const mlx_vector_array primals, 
 	int rc = mlx_vector_array_get(&g, cots, 0);
 	if (rc == 0 && q->fused) {
 		rc = mlxeng_dq_fused(&dx, g, primals, q, 0);
-	} else if (rc == 0 && mlx_vector_array_size(outs) == 2) {
-		// keep_weight: the forward's dequantized weight is its second output.
-		rc = mlx_vector_array_get(&wd, outs, 1) || mlx_matmul(&dx, g, wd, q->s);
 	} else if (rc == 0) {
 		// The weight is dequantized once the cotangent exists (see mlxeng_dq_after).
 		mlx_vector_array after = mlx_vector_array_new();
@@ -224,7 +216,6 @@ func chooseQuantizedRoute(device string) quantizedRoute {
 func (e *Engine) dequantLinear(x, wq, s, b *array, p mx.QuantParams) *array {
 	q := C.mlxeng_dq{gs: C.int(p.GroupSize), bits: C.int(p.Bits), kernel_fwd: cbool(keepsQuantizedForward(x, wq, p, e.denseForwardMaxWeight)), s: e.stream}
 	q.deq_ok, q.deq = cbool(e.fastDequant && dequantKernelParams(p)), e.dequantKernel
-	q.keep_weight = cbool(e.keepDenseWeights)
 	in := vector([]mx.Handle{x, wq, s, b})
 	defer C.mlx_vector_array_free(in)
 	return e.op("quantized_matmul", func(res *C.mlx_array) C.int { return C.mlxeng_dq_apply(res, in, q) })
@@ -290,11 +281,6 @@ const denseForwardEnv = "MLXENG_DENSE_FORWARD"
 
 // chooseDenseForwardMaxWeight is keepsQuantizedForward's weight bound: the default, or
 // none (every forward dequantized) or zero (none) where the environment asks.
-// keepDenseEnv, set to 1, makes a dense quantized product on the dequant route keep its
-// forward's dequantized weight for its input gradient instead of dequantizing it again
-// (Engine.keepDenseWeights).
-const keepDenseEnv = "MLXENG_KEEP_DENSE"
-
 func chooseDenseForwardMaxWeight() int {
 	switch os.Getenv(denseForwardEnv) {
 	case "dequant":

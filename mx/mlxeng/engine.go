@@ -193,13 +193,6 @@ type Engine struct {
 	// denseForwardMaxWeight bounds the dequantized dense forward (keepsQuantizedForward).
 	denseForwardMaxWeight int
 
-	// keepDenseWeights (MLXENG_KEEP_DENSE=1): a dense product whose forward dequantizes
-	// its weight keeps that weight, as a second output of its op, for the input gradient,
-	// which then skips its own dequantize — one launch and one pass over the weight less
-	// for each, at the price of every layer's dequantized dense weights living from the
-	// forward to the backward (about 100 MB a layer at the real 26B-A4B geometry).
-	keepDenseWeights bool
-
 	// adam holds the compiled AdamW updates (adam.go).
 	adam adamCache
 
@@ -327,7 +320,6 @@ func newEngine() (*Engine, error) {
 	e.startTracer(os.Getenv(tracerEnv))
 	e.quantized = chooseQuantizedRoute(e.device)
 	e.denseForwardMaxWeight = chooseDenseForwardMaxWeight()
-	e.keepDenseWeights = os.Getenv(keepDenseEnv) == "1"
 	e.openExperts(os.Getenv(expertsEnv))
 	e.dequantKernel, e.fastDequant = newDequantKernel(e.device)
 	e.rows = newRowKernels(e.device)
