@@ -5,15 +5,17 @@
 // dequantize (DequantizeSource), the take of rows with its scatter-add
 // (GatherRowsSource, ScatterRowsSource), a LoRA adapter's term with its gradients
 // (LoRAForwardSource, LoRARowsBackwardSource, LoRAColumnsBackwardSource), rms_norm's
-// input gradient without the weight's (RMSNormBackwardSource) and a multi-tensor AdamW
-// update (AdamSource, written for a number of tensors). The sources
+// input gradient without the weight's (RMSNormBackwardSource), the GeGLU activation
+// and its gradient (GeGLUForwardSource, GeGLUBackwardSplitSource, GeGLUBackwardSource)
+// and a multi-tensor AdamW update (AdamSource, written for a number of tensors). The sources
 // are plain strings so that CI, which has neither MLX nor a GPU, can still run them: the
 // package's tests compile each body as C++ against a CPU emulation of the CUDA subset it
 // uses (testdata/emu_prelude.h: a block's threads as std::threads, __syncthreads a
 // barrier, a warp's shuffle through the block's barrier, WMMA fragments computed whole,
 // mma.sync from the warp's registers by the fragment layout PTX documents, atomic adds
 // as plain ones with threads run one at a time) and compare the results with float64
-// products (the experts and LoRA, within float32 rounding) or, bit for bit, with the
-// arithmetic they must reproduce (the others; AdamW with the go engine's composition,
-// from an external test package that may import the engines).
+// products (the experts and LoRA, within float32 rounding; GeGLU's and rms_norm's
+// gradients within one rounding) or, bit for bit, with the arithmetic they must
+// reproduce (the others, GeGLU's forward included; AdamW with the go engine's
+// composition, from an external test package that may import the engines).
 package kernels
