@@ -72,7 +72,8 @@ func GELUTanh(x *Array) *Array { return unary(OpGELUTanh, x) }
 
 // GeGLU is GELUTanh(gate)·up for float arrays of one shape, as one engine op: the go
 // engine makes one pass and keeps no GELU temporary for the backward (its VJP
-// recomputes the activation from gate); the mlx engine composes MLX's ops.
+// recomputes the activation from gate); the mlx engine composes MLX's ops, or on CUDA
+// for bfloat16 runs its own kernels with the composition's forward values.
 func GeGLU(gate, up *Array) *Array {
 	e := sameEngine("geglu", gate, up)
 	if !slices.Equal(gate.Shape(), up.Shape()) || !gate.DType().IsFloat() || !up.DType().IsFloat() {
