@@ -134,6 +134,31 @@ func TakeWeightedSum(y, idx, w *Array) *Array {
 	return Sum(Multiply(picked, ExpandDims(w, -1)), false, len(ks)-1) // [..., H]
 }
 
+// ExpertOrderer is the optional capability of an engine that computes ExpertOrder as
+// one op.
+type ExpertOrderer interface {
+	ExpertOrder(idx Handle, experts int) (order, inverse Handle)
+}
+
+// ExpertOrder sorts the expert ids idx [n] (int32, each in [0, experts)) by expert, as a
+// mixture of experts groups its (token, slot) pairs before the experts' products: order
+// [n] is the stable argsort of idx (positions by non-decreasing id, ties in position
+// order) and inverse [n] the argsort of order (order[inverse[i]] = i), both int32. An
+// engine that has the op (ExpertOrderer) may compute both in one pass; elsewhere, and for
+// ids outside [0, experts) on any engine without it, the two argsorts. (An engine with the
+// op gives any order for ids outside the range, but never an index outside [0, n).)
+func ExpertOrder(idx *Array, experts int) (order, inverse *Array) {
+	if idx.Ndim() != 1 || idx.DType() != Int32 || experts < 1 {
+		panic(fmt.Sprintf("mx: expert_order: idx %v %s (want [n] int32) among %d experts", idx.Shape(), idx.DType(), experts))
+	}
+	if s, ok := idx.e.(ExpertOrderer); ok {
+		o, inv := s.ExpertOrder(idx.h, experts)
+		return Wrap(idx.e, o), Wrap(idx.e, inv)
+	}
+	order = Argsort(idx, 0)
+	return order, Argsort(order, 0)
+}
+
 // Quantize packs the last axis of w (MLX affine quantization).
 func Quantize(w *Array, groupSize, bits int) (wq, scales, biases *Array) {
 	checkQuant("quantize", w.Dim(-1), groupSize, bits)

@@ -8,7 +8,8 @@ import "github.com/dgtune/dgtune/mx"
 // ordered by expert with a stable argsort, the token rows gathered into that order, the
 // fused gate/up and the down projections run as one contiguous product per expert
 // (gather_mm / gather_qmm with sorted_indices), and the outputs are put back in (token,
-// slot) order by the inverse permutation before the weighted sum. No expert weight is
+// slot) order by the inverse permutation before the weighted sum (mx.ExpertOrder gives
+// both permutations: where the engine has it, in one pass). No expert weight is
 // ever copied per token, for dense and quantized experts alike, and the backward pass
 // scatters through the same permutations (the VJPs of Take). The indices are constants.
 func sortedExperts(gateUp, down *ExpertWeight, z, idx, w *mx.Array) *mx.Array {
@@ -16,7 +17,7 @@ func sortedExperts(gateUp, down *ExpertWeight, z, idx, w *mx.Array) *mx.Array {
 	k := idx.Dim(-1)
 	e := z.Engine()
 	flat := mx.Reshape(idx, b*s*k)
-	order := mx.Argsort(flat, 0)                                             // sorted position → (token, slot)
+	order, inv := mx.ExpertOrder(flat, gateUp.Experts())                     // sorted position → (token, slot), and back
 	sortedIdx := mx.Take(flat, order, 0)                                     // non-decreasing experts
 	tokens := mx.FloorDivide(order, mx.Scalar(e, float64(k), order.DType())) // token of each sorted pair
 	xs := mx.Take(mx.Reshape(z, b*s, h), tokens, 0)                          // [T·k, H]
@@ -26,6 +27,5 @@ func sortedExperts(gateUp, down *ExpertWeight, z, idx, w *mx.Array) *mx.Array {
 
 	// Back to (token, slot) order by the inverse permutation, weighted and summed over the
 	// slots in one op.
-	inv := mx.Reshape(mx.Argsort(order, 0), b, s, k)
-	return mx.TakeWeightedSum(y, inv, w)
+	return mx.TakeWeightedSum(y, mx.Reshape(inv, b, s, k), w)
 }

@@ -123,6 +123,14 @@ type ExpertWeight struct {
 	Quant *Quantized // W uint32 [E, out, in·bits/32] when quantized
 }
 
+// Experts is the number of experts, E.
+func (w *ExpertWeight) Experts() int {
+	if w.Quant != nil {
+		return w.Quant.W.Dim(0)
+	}
+	return w.Dense.Dim(0)
+}
+
 // Gather computes, for each row r of x [T, in], x[r]·W[idx[r]]ᵀ → [T, out], as one
 // product per expert (gather_mm / gather_qmm) — never a per-row copy of a weight.
 // sorted promises idx is non-decreasing (rows grouped by expert; see sortedExperts).

@@ -353,3 +353,45 @@ func TestLoRAAdd(t *testing.T) {
 		}
 	}
 }
+
+// TestExpertOrder: mx.ExpertOrder's order is the stable argsort of the ids (ties in
+// position order) and its inverse undoes it, for ids with ties, empty experts and one
+// id; bad arguments panic with the op's name.
+func TestExpertOrder(t *testing.T) {
+	e := mxtest.Go(t)
+	for _, ids := range [][]int32{{3, 0, 3, 1, 0, 3, 2, 0}, {5}, {1, 1, 1, 1}, {7, 0, 7, 0, 4, 4, 0, 7, 1}} {
+		order, inverse := mx.ExpertOrder(mx.FromInt32(e, ids, len(ids)), 8)
+		o, inv := order.Int32s(), inverse.Int32s()
+		want := make([]int32, len(ids))
+		for i := range want {
+			want[i] = int32(i)
+		}
+		slices.SortStableFunc(want, func(a, b int32) int { return int(ids[a]) - int(ids[b]) })
+		if !slices.Equal(o, want) {
+			t.Fatalf("ids %v: order %v, want %v", ids, o, want)
+		}
+		for p, i := range o {
+			if inv[i] != int32(p) {
+				t.Fatalf("ids %v: inverse %v does not undo order %v", ids, inv, o)
+			}
+		}
+	}
+	for _, c := range []struct {
+		name    string
+		idx     *mx.Array
+		experts int
+	}{
+		{"two axes", mx.FromInt32(e, []int32{0, 1, 2, 3}, 2, 2), 4},
+		{"int64", mx.AsType(mx.FromInt32(e, []int32{0, 1}, 2), mx.Int64), 4},
+		{"no experts", mx.FromInt32(e, []int32{0, 1}, 2), 0},
+	} {
+		func() {
+			defer func() {
+				if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "expert_order") {
+					t.Errorf("%s: panic %v, want one naming expert_order", c.name, r)
+				}
+			}()
+			mx.ExpertOrder(c.idx, c.experts)
+		}()
+	}
+}

@@ -215,6 +215,11 @@ type Engine struct {
 	normKernel   C.mlx_fast_cuda_kernel
 	normKernelOK bool
 
+	// expertOrderKernel: mx.ExpertOrder in one kernel on CUDA when
+	// MLXENG_EXPERT_ORDER=kernel (expert_order.go).
+	expertOrderKernel C.mlx_fast_cuda_kernel
+	expertOrderOK     bool
+
 	// geglu: the GeGLU activation through the engine's kernels on CUDA unless
 	// MLXENG_GEGLU=mlx (geglu.go).
 	geglu gegluKernels
@@ -325,6 +330,7 @@ func newEngine() (*Engine, error) {
 	e.rows = newRowKernels(e.device)
 	e.normKernel, e.normKernelOK = newNormKernel(e.device, os.Getenv(normEnv))
 	e.geglu = newGeGLUKernels(e.device, os.Getenv(gegluEnv))
+	e.expertOrderKernel, e.expertOrderOK = newExpertOrderKernel(e.device, os.Getenv(expertOrderEnv))
 	e.foldedSDPA = foldedSDPAOn(e.device, os.Getenv(sdpaEnv))
 	e.lora = newLoRAKernels(e.device)
 	e.adamKernels.on = adamKernelOn(e.device, os.Getenv(adamKernelEnv))

@@ -384,3 +384,32 @@ func TestGeGLUKernelsEmulated(t *testing.T) {
 		})
 	}
 }
+
+// expertOrderHarness wraps ExpertOrderSource in a C++ function template, with
+// blockLauncher to run it (testdata/emu_expert_order.cpp calls it).
+const expertOrderHarness = `#include "emu_prelude.h"
+template <int E>
+void body(const int32_t* idx, const Shape idx_shape, int32_t* order, int32_t* inverse) {
+%s
+}
+` + blockLauncher
+
+// TestExpertOrderEmulated runs ExpertOrderSource on the CPU emulation against a stable
+// sort (testdata/emu_expert_order.cpp): one id; fewer ids than a warp; the real 26B-A4B
+// geometry's 3,072 pairs of 128 experts (three rounds of 1024); a count that is not a
+// multiple of 1024 with 1024 experts (the largest E, every warp's counts in one byte
+// each); every id the same; and ids outside [0, E), which the kernel clamps.
+func TestExpertOrderEmulated(t *testing.T) {
+	cxx, dir := emulation(t, fmt.Sprintf(expertOrderHarness, ExpertOrderSource), "emu_expert_order.cpp")
+	for _, c := range []struct{ n, e, out int }{{1, 4, 0}, {7, 4, 0}, {3072, 128, 0}, {2500, 1024, 0}, {2048, 1, 0}, {300, 8, 1}} {
+		name := fmt.Sprintf("n%d_e%d_out%d", c.n, c.e, c.out)
+		t.Run(name, func(t *testing.T) {
+			flags := []string{"-DN_=" + strconv.Itoa(c.n), "-DE_=" + strconv.Itoa(c.e), "-DOUT_=" + strconv.Itoa(c.out)}
+			out := runEmulation(t, cxx, dir, "emu_expert_order.cpp", name, flags, nil, nil)
+			m := regexp.MustCompile(`checks (\d+) bad (\d+)`).FindStringSubmatch(out)
+			if want := 2 * c.n; m == nil || m[1] != strconv.Itoa(want) || m[2] != "0" {
+				t.Fatalf("emulation reported %q, want checks %d bad 0", strings.TrimSpace(out), want)
+			}
+		})
+	}
+}

@@ -2,6 +2,7 @@
 // threads as std::threads, __syncthreads a barrier, WMMA fragments computed whole by
 // every thread of a warp (idempotent stores), mma.sync through the block's barrier from
 // the warp's registers, asynchronous copies done at once.
+#include <atomic>
 #include <barrier>
 #include <cmath>
 #include <cstdint>
@@ -70,6 +71,22 @@ static inline float __shfl_xor_sync(unsigned, float v, int lane_mask) {
   return r;
 }
 #define __shared__ static
+// __match_any_sync for the expert order: the same slot-a-thread scheme as the shuffle
+// (every thread of the block reaches it together); its integer atomicAdd is a real one,
+// as that kernel's threads run at once.
+static inline int atomicAdd(int* p, int v) { return std::atomic_ref<int>(*p).fetch_add(v); }
+static int emu_match[1024];
+static inline unsigned __match_any_sync(unsigned, int v) {
+  const int t = threadIdx.x, base = t & ~31;
+  emu_match[t] = v;
+  emu_bar->arrive_and_wait();
+  unsigned m = 0;
+  for (int l = 0; l < 32; l++) m |= (emu_match[base + l] == v ? 1u : 0u) << l;
+  emu_bar->arrive_and_wait();
+  return m;
+}
+static inline int __popc(unsigned v) { return __builtin_popcount(v); }
+static inline int max(int a, int b) { return a > b ? a : b; }
 #define __align__(n) __attribute__((aligned(n)))
 namespace nvcuda { namespace wmma {
 struct matrix_a {}; struct matrix_b {}; struct accumulator {}; struct row_major {}; struct col_major {};
