@@ -42,6 +42,34 @@ func RoPE(x *Array, dims int, traditional bool, base float64, scale float64, off
 	return Wrap(x.e, x.e.RoPE(x.h, p))
 }
 
+// NormRoPEr is the optional capability of an engine that computes NormRoPE as one op.
+type NormRoPEr interface {
+	NormRoPE(x, weight Handle, eps float64, p RoPEParams) Handle
+}
+
+// NormRoPE is the attention prologue of the queries or the keys: x [B, L, H, D] normed
+// over D with weight [D] (RMSNorm), moved to [B, H, L, D] and rotated over all D features
+// for positions offset..offset+L−1 with freqs (RoPE, rotate-half) —
+// RoPE(Transpose(RMSNorm(x, weight, eps), 0, 2, 1, 3), D, false, 0, scale, offset, freqs)
+// — as one op where the engine has it (NormRoPEr), with that composition's values up to
+// rounding; elsewhere the composition itself.
+func NormRoPE(x, weight *Array, eps, scale float64, offset int, freqs *Array) *Array {
+	if weight == nil || freqs == nil {
+		panic("mx: norm_rope: weight and freqs are required")
+	}
+	sameEngine("norm_rope", x, weight)
+	sameEngine("norm_rope", x, freqs)
+	if x.Ndim() != 4 || weight.Ndim() != 1 || weight.Dim(0) != x.Dim(3) || freqs.Ndim() != 1 || freqs.Dim(0) != x.Dim(3)/2 || x.Dim(3)%2 != 0 {
+		panic(fmt.Sprintf("mx: norm_rope: x %v (want [B, L, H, D], D even), weight %v (want [D]) and freqs %v (want [D/2])",
+			x.Shape(), weight.Shape(), freqs.Shape()))
+	}
+	if n, ok := x.e.(NormRoPEr); ok {
+		p := RoPEParams{Dims: x.Dim(3), Scale: scale, Offset: offset, Freqs: freqs.h}
+		return Wrap(x.e, n.NormRoPE(x.h, weight.h, eps, p))
+	}
+	return RoPE(Transpose(RMSNorm(x, weight, eps), 0, 2, 1, 3), x.Dim(3), false, 0, scale, offset, freqs)
+}
+
 // ScaledDotProductAttention computes softmax(q·kᵀ·scale + mask)·v with q [B, Hq, Lq, D],
 // k and v [B, Hkv, Lk, D] (Hq a multiple of Hkv: query head h uses kv head h/(Hq/Hkv)).
 // mask, optional, is boolean (true = may attend) and broadcasts to [B, Hq, Lq, Lk].

@@ -270,21 +270,19 @@ func (l *Layer) attention(p Pass, x *mx.Array, attend attendFunc, offset int, ep
 // qkv is the attention prologue of §3.2 that both forward paths share (attention, and
 // fusedAttention over the two passes' rows at once): queries [B, Heads, Sq, D] from the
 // rows xq at positions qOffset.., keys and values [B, KVHeads, Skv, D] from the rows xkv at
-// positions kOffset... q and k get RMSNorm with weight and RoPE, v RMSNorm without; full
-// layers (no v_proj) take the values from the raw k projection.
+// positions kOffset... q and k get RMSNorm with weight and RoPE (mx.NormRoPE: one op
+// where the engine has it), v RMSNorm without; full layers (no v_proj) take the values
+// from the raw k projection.
 func (l *Layer) qkv(p Pass, xq, xkv *mx.Array, qOffset, kOffset int, eps float64) (q, k, v *mx.Array) {
 	b, sq, skv := xq.Dim(0), xq.Dim(1), xkv.Dim(1)
-	q = mx.Reshape(project(l.Q, p, xq), b, sq, l.Heads, l.HeadDim)
-	q = mx.Transpose(mx.RMSNorm(q, l.QNorm, eps), 0, 2, 1, 3)
-	q = mx.RoPE(q, l.HeadDim, false, 0, 1, qOffset, l.ropeFreqs)
+	q = mx.NormRoPE(mx.Reshape(project(l.Q, p, xq), b, sq, l.Heads, l.HeadDim), l.QNorm, eps, 1, qOffset, l.ropeFreqs)
 
 	kRaw := mx.Reshape(project(l.K, p, xkv), b, skv, l.KVHeads, l.HeadDim)
 	vRaw := kRaw
 	if l.V != nil {
 		vRaw = mx.Reshape(project(l.V, p, xkv), b, skv, l.KVHeads, l.HeadDim)
 	}
-	k = mx.Transpose(mx.RMSNorm(kRaw, l.KNorm, eps), 0, 2, 1, 3)
-	k = mx.RoPE(k, l.HeadDim, false, 0, 1, kOffset, l.ropeFreqs)
+	k = mx.NormRoPE(kRaw, l.KNorm, eps, 1, kOffset, l.ropeFreqs)
 	v = mx.Transpose(mx.RMSNorm(vRaw, nil, eps), 0, 2, 1, 3)
 	return q, k, v
 }

@@ -395,3 +395,47 @@ func TestExpertOrder(t *testing.T) {
 		}()
 	}
 }
+
+// TestNormRoPE: mx.NormRoPE on an engine without the op is the composition it documents,
+// bit for bit, values and gradients; missing or misshapen arguments panic with the op's
+// name.
+func TestNormRoPE(t *testing.T) {
+	e := mxtest.Go(t)
+	rng := rand.New(rand.NewPCG(51, 52))
+	x := mxtest.RandN(e, rng, 2, 3, 4, 8)
+	w := mxtest.RandN(e, rng, 8)
+	freqs := mx.FromFloat32(e, []float32{1, 10, 100, float32(math.Inf(1))}, 4)
+	g := mxtest.RandN(e, rng, 2, 4, 3, 8)
+	run := func(f func(a []*mx.Array) *mx.Array) ([]float32, []float32) {
+		vals, grads := mx.ValueAndGrad(func(a []*mx.Array) []*mx.Array {
+			y := f(a)
+			return []*mx.Array{mx.Sum(mx.Multiply(y, g), false), y}
+		})([]*mx.Array{x, w})
+		return vals[1].Float32s(), append(grads[0].Float32s(), grads[1].Float32s()...)
+	}
+	gotY, gotG := run(func(a []*mx.Array) *mx.Array { return mx.NormRoPE(a[0], a[1], 1e-6, 1, 5, freqs) })
+	wantY, wantG := run(func(a []*mx.Array) *mx.Array {
+		return mx.RoPE(mx.Transpose(mx.RMSNorm(a[0], a[1], 1e-6), 0, 2, 1, 3), 8, false, 0, 1, 5, freqs)
+	})
+	if !slices.Equal(gotY, wantY) || !slices.Equal(gotG, wantG) {
+		t.Fatal("NormRoPE differs from its composition")
+	}
+	for _, c := range []struct {
+		name     string
+		x, w, fr *mx.Array
+	}{
+		{"three axes", mxtest.RandN(e, rng, 3, 4, 8), w, freqs},
+		{"weight of another size", x, mxtest.RandN(e, rng, 6), freqs},
+		{"freqs of another size", x, w, mx.FromFloat32(e, []float32{1, 2}, 2)},
+		{"no freqs", x, w, nil},
+	} {
+		func() {
+			defer func() {
+				if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "norm_rope") {
+					t.Errorf("%s: panic %v, want one naming norm_rope", c.name, r)
+				}
+			}()
+			mx.NormRoPE(c.x, c.w, 1e-6, 1, 0, c.fr)
+		}()
+	}
+}

@@ -220,6 +220,10 @@ type Engine struct {
 	expertOrderKernel C.mlx_fast_cuda_kernel
 	expertOrderOK     bool
 
+	// normRoPE: mx.NormRoPE in the engine's kernels on CUDA when MLXENG_NORM_ROPE=kernel
+	// (norm_rope.go).
+	normRoPE normRoPEKernels
+
 	// geglu: the GeGLU activation through the engine's kernels on CUDA unless
 	// MLXENG_GEGLU=mlx (geglu.go).
 	geglu gegluKernels
@@ -331,6 +335,7 @@ func newEngine() (*Engine, error) {
 	e.normKernel, e.normKernelOK = newNormKernel(e.device, os.Getenv(normEnv))
 	e.geglu = newGeGLUKernels(e.device, os.Getenv(gegluEnv))
 	e.expertOrderKernel, e.expertOrderOK = newExpertOrderKernel(e.device, os.Getenv(expertOrderEnv))
+	e.normRoPE = newNormRoPEKernels(e.device, os.Getenv(normRoPEEnv))
 	e.foldedSDPA = foldedSDPAOn(e.device, os.Getenv(sdpaEnv))
 	e.lora = newLoRAKernels(e.device)
 	e.adamKernels.on = adamKernelOn(e.device, os.Getenv(adamKernelEnv))

@@ -44,19 +44,19 @@ static int mlxeng_norm_forward(mlx_vector_array* res, const mlx_vector_array in,
 // custom VJP nothing of which cotangents are wanted, so its ops are still built each
 // time the backward is; a compiled step builds them once, in its trace, and drops
 // them there.)
-static int mlxeng_norm_weight_grad(mlx_array* res, const mlx_array x, const mlx_array g, const mlxeng_norm* p) {
+int mlxeng_norm_weight_grad(mlx_array* res, const mlx_array x, const mlx_array g, float eps_value, mlx_stream s) {
 	int nd = mlx_array_ndim(x);
 	int* axes = malloc(sizeof(int) * (nd > 1 ? nd - 1 : 1));
 	for (int i = 0; i + 1 < nd; i++) {
 		axes[i] = i;
 	}
 	mlx_array xf = mlx_array_new(), gf = mlx_array_new(), sq = mlx_array_new(), ms = mlx_array_new(),
-		eps = mlx_array_new_float(p->eps), se = mlx_array_new(), n = mlx_array_new(), xn = mlx_array_new(),
+		eps = mlx_array_new_float(eps_value), se = mlx_array_new(), n = mlx_array_new(), xn = mlx_array_new(),
 		gxn = mlx_array_new(), sum = mlx_array_new();
-	int rc = mlx_astype(&xf, x, MLX_FLOAT32, p->s) || mlx_astype(&gf, g, MLX_FLOAT32, p->s) ||
-		mlx_square(&sq, xf, p->s) || mlx_mean_axis(&ms, sq, -1, true, p->s) || mlx_add(&se, ms, eps, p->s) ||
-		mlx_rsqrt(&n, se, p->s) || mlx_multiply(&xn, xf, n, p->s) || mlx_multiply(&gxn, gf, xn, p->s) ||
-		mlx_sum_axes(&sum, gxn, axes, nd - 1, false, p->s) || mlx_astype(res, sum, mlx_array_dtype(x), p->s);
+	int rc = mlx_astype(&xf, x, MLX_FLOAT32, s) || mlx_astype(&gf, g, MLX_FLOAT32, s) ||
+		mlx_square(&sq, xf, s) || mlx_mean_axis(&ms, sq, -1, true, s) || mlx_add(&se, ms, eps, s) ||
+		mlx_rsqrt(&n, se, s) || mlx_multiply(&xn, xf, n, s) || mlx_multiply(&gxn, gf, xn, s) ||
+		mlx_sum_axes(&sum, gxn, axes, nd - 1, false, s) || mlx_astype(res, sum, mlx_array_dtype(x), s);
 	free(axes);
 	mlx_array_free(xf);
 	mlx_array_free(gf);
@@ -93,7 +93,7 @@ static int mlxeng_norm_vjp(mlx_vector_array* res, const mlx_vector_array primals
 			mlx_fast_cuda_kernel_config_add_template_arg_dtype(cfg, "T", mlx_array_dtype(x)) ||
 			mlx_fast_cuda_kernel_config_add_template_arg_int(cfg, "EPS", p->eps_bits) ||
 			mlxeng_kernel_run(&grads[0], p->dx, cfg, in, 3, p->s) ||
-			mlxeng_norm_weight_grad(&grads[1], x, g, p) || mlx_vector_array_set_data(res, grads, 2);
+			mlxeng_norm_weight_grad(&grads[1], x, g, p->eps, p->s) || mlx_vector_array_set_data(res, grads, 2);
 		mlx_fast_cuda_kernel_config_free(cfg);
 	}
 	mlx_array_free(x);

@@ -7,7 +7,8 @@
 // (LoRAForwardSource, LoRARowsBackwardSource, LoRAColumnsBackwardSource), rms_norm's
 // input gradient without the weight's (RMSNormBackwardSource), the GeGLU activation
 // and its gradient (GeGLUForwardSource, GeGLUBackwardSplitSource, GeGLUBackwardSource),
-// the experts' order and its inverse (ExpertOrderSource) and a multi-tensor AdamW update
+// the experts' order and its inverse (ExpertOrderSource), the queries' and keys' norm and
+// rotation (NormRoPEForwardSource, NormRoPEBackwardSource) and a multi-tensor AdamW update
 // (AdamSource, written for a number of tensors). The sources
 // are plain strings so that CI, which has neither MLX nor a GPU, can still run them: the
 // package's tests compile each body as C++ against a CPU emulation of the CUDA subset it
@@ -15,8 +16,8 @@
 // barrier, a warp's shuffle through the block's barrier, WMMA fragments computed whole,
 // mma.sync from the warp's registers by the fragment layout PTX documents, atomic adds
 // as plain ones with threads run one at a time) and compare the results with float64
-// products (the experts and LoRA, within float32 rounding; GeGLU's and rms_norm's
-// gradients within one rounding) or, bit for bit, with the arithmetic they must
+// products (the experts and LoRA, within float32 rounding; GeGLU's, rms_norm's and
+// NormRoPE's within their roundings) or, bit for bit, with the arithmetic they must
 // reproduce (the others, GeGLU's forward and the experts' order included; AdamW with the
 // go engine's composition, from an external test package that may import the engines).
 package kernels

@@ -413,3 +413,42 @@ func TestExpertOrderEmulated(t *testing.T) {
 		})
 	}
 }
+
+// normRoPEHarness wraps LoRAHeader, NormRoPEHeader and both NormRoPE kernels in C++
+// function templates, with blockLauncher to run them (testdata/emu_norm_rope.cpp).
+const normRoPEHarness = `#include "emu_prelude.h"
+%s
+%s
+template <typename T, int EPS, int OFFSET, int SCALE>
+void fwd_body(const T* x, const Shape x_shape, const T* w, const float* freqs, T* out) {
+%s
+}
+template <typename T, int EPS, int OFFSET, int SCALE>
+void bwd_body(const T* x, const Shape x_shape, const T* w, const float* freqs, const T* g, T* dx) {
+%s
+}
+` + blockLauncher
+
+// TestNormRoPEEmulated runs the NormRoPE kernels on the CPU emulation for bfloat16 and
+// float32, the real geometry's head sizes (256 and 512: a lane's 4 and 8 values of each
+// half), a head size of 64 (one value), rows that leave a block's last warps idle, and a
+// first position past 0, against float64 (testdata/emu_norm_rope.cpp).
+func TestNormRoPEEmulated(t *testing.T) {
+	cxx, dir := emulation(t, fmt.Sprintf(normRoPEHarness, LoRAHeader, NormRoPEHeader, NormRoPEForwardSource, NormRoPEBackwardSource),
+		"emu_norm_rope.cpp")
+	for _, typ := range []string{"__nv_bfloat16", "float"} {
+		for _, c := range []struct{ l, h, d, offset int }{{3, 2, 256, 0}, {5, 1, 512, 128}, {2, 3, 64, 7}} {
+			name := fmt.Sprintf("%s_l%d_h%d_d%d_off%d", strings.TrimPrefix(typ, "__nv_"), c.l, c.h, c.d, c.offset)
+			t.Run(name, func(t *testing.T) {
+				flags := []string{"-DT_=" + typ, "-DL_=" + strconv.Itoa(c.l), "-DH_=" + strconv.Itoa(c.h), "-DD_=" + strconv.Itoa(c.d),
+					"-DOFFSET_=" + strconv.Itoa(c.offset), "-DEPS_=" + strconv.Itoa(int(math.Float32bits(1e-6))),
+					"-DSCALE_=" + strconv.Itoa(int(math.Float32bits(1)))}
+				out := runEmulation(t, cxx, dir, "emu_norm_rope.cpp", name, flags, nil, nil)
+				m := regexp.MustCompile(`checks (\d+) bad (\d+)`).FindStringSubmatch(out)
+				if want := 2 * c.l * c.h * c.d; m == nil || m[1] != strconv.Itoa(want) || m[2] != "0" {
+					t.Fatalf("emulation reported %q, want checks %d bad 0", strings.TrimSpace(out), want)
+				}
+			})
+		}
+	}
+}
