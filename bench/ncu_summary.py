@@ -22,10 +22,12 @@ way — and prints every interval between launches (kernels and time: the interv
 with the layer's kind, and the compiled step may schedule other work between them), then,
 for interval --layer-index (default 2: from the third launch to the fourth) of each, the
 time and launches by finer categories and their sum: what a layer costs forward and backward.
+--list prints that interval's kernels in launch order as well (time, category, short name).
 """
 import argparse
 import collections
 import csv
+import re
 import sys
 
 
@@ -45,7 +47,8 @@ def category(name):
 
 def layer_category(name):
     """A finer category for one layer's kernels (--per-layer)."""
-    for keys, cat in ((("experts",), "experts kernel"), (("dgtune_lora",), "LoRA kernels"),
+    for keys, cat in ((("expert_order",), "sort"), (("experts",), "experts kernel"), (("dgtune_lora",), "LoRA kernels"),
+                      (("geglu",), "GeGLU kernels"), (("norm_rope",), "rope"),
                       (("GemmGrouped",), "grouped GEMM (experts)"),
                       (("dequantize",), "dequantize"), (("qmm", "qmv"), "quantized matmul"),
                       (("gemm", "nvjet", "xmma", "splitK", "Gemm"), "GEMM (cuBLAS, CUTLASS)"),
@@ -57,9 +60,16 @@ def layer_category(name):
     return "elementwise"
 
 
-def per_layer(step, markers, index):
+def short_name(name):
+    """A kernel's name without its arguments, namespace and compiled-kernel hash."""
+    n = name.split("(")[0].replace("void ", "").replace("mlx::", "")
+    return re.sub(r"_\d{10,}", "", n)[:110]
+
+
+def per_layer(step, markers, index, listing=False):
     """Prints every interval between markers, then one forward and one backward layer's
-    kernel time (the interval after the index-th launch of each marker) by layer_category."""
+    kernel time (the interval after the index-th launch of each marker) by layer_category;
+    with listing, that interval's kernels too, in launch order."""
     total, count = collections.Counter(), collections.Counter()
     for direction, marker in zip(("forward", "backward"), markers.split(",")):
         at = [i for i, (name, _) in enumerate(step) if marker in name]
@@ -67,6 +77,10 @@ def per_layer(step, markers, index):
             sys.exit(f"--per-layer: {len(at)} kernels named {marker!r} in the step, want {index + 2} or more")
         spans = [f"{at[j + 1] - at[j]}:{1000 * sum(x for _, x in step[at[j]:at[j + 1]]):.0f}" for j in range(len(at) - 1)]
         print(f"## {direction} intervals (kernels:us): {' '.join(spans)}")
+        if listing:
+            print(f"## {direction}, interval {index}: us, category, kernel")
+            for name, x in step[at[index]:at[index + 1]]:
+                print(f"{1000 * x:9.1f}  {layer_category(name)[:12]:12s}  {short_name(name)}")
         for name, x in step[at[index]:at[index + 1]]:
             total[layer_category(name)] += x
             count[layer_category(name)] += 1
@@ -83,6 +97,7 @@ def main():
     ap.add_argument("--top", type=int, default=25)
     ap.add_argument("--per-layer", metavar="FWD,BWD", help="split the step at kernels named FWD and BWD (see above)")
     ap.add_argument("--layer-index", type=int, default=2, help="which interval between markers --per-layer details")
+    ap.add_argument("--list", action="store_true", help="with --per-layer, list that interval's kernels in launch order")
     a = ap.parse_args()
     rows = list(csv.reader(open(a.csv)))
     start = next((i for i, r in enumerate(rows) if r and r[0] == "ID"), None)
@@ -115,7 +130,7 @@ def main():
     short = sum(1 for _, t in step if t < 0.005)
     print(f"## {short} of {len(step)} kernels ran under 5 us")
     if a.per_layer:
-        per_layer(step, a.per_layer, a.layer_index)
+        per_layer(step, a.per_layer, a.layer_index, a.list)
 
 
 if __name__ == "__main__":
