@@ -14,21 +14,11 @@ import (
 // TestExpertOrderKernelChoice: the expert-order kernel is made only on CUDA and only when
 // MLXENG_EXPERT_ORDER=kernel (the CUDA case runs where the engine has CUDA).
 func TestExpertOrderKernelChoice(t *testing.T) {
-	e, err := open()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range []struct {
-		device, env string
-		want        bool
-	}{{"cpu", "", false}, {"cpu", "kernel", false}, {"gpu", "", false}, {"gpu", "kernel", true}} {
-		if c.want && !isCUDA(e.device) {
-			continue
-		}
-		if _, got := newExpertOrderKernel(c.device, c.env); got != c.want {
-			t.Errorf("%s=%q on %s: kernel %v, want %v", expertOrderEnv, c.env, c.device, got, c.want)
-		}
-	}
+	checkKernelSwitch(t, expertOrderEnv, []kernelSwitch{{"cpu", "", false}, {"cpu", "kernel", false}, {"gpu", "", false}, {"gpu", "kernel", true}},
+		func(device, value string) bool {
+			_, ok := newExpertOrderKernel(device, value)
+			return ok
+		})
 }
 
 // TestExpertOrderMatchesArgsort: mx.ExpertOrder gives the stable argsort of the ids and

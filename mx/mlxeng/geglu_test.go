@@ -15,20 +15,11 @@ import (
 // bfloat16 values whose width (each half's, split) is a multiple of 8 and nothing else.
 // The shape logic runs on any device with the kernels' switch forced on.
 func TestGeGLUKernelChoice(t *testing.T) {
+	checkKernelSwitch(t, gegluEnv, []kernelSwitch{{"cpu", "", false}, {"cpu", "kernel", false}, {"gpu", "", true}, {"gpu", "mlx", false}},
+		func(device, value string) bool { return newGeGLUKernels(device, value).ok })
 	e, err := open()
 	if err != nil {
 		t.Fatal(err)
-	}
-	for _, c := range []struct {
-		device, env string
-		want        bool
-	}{{"cpu", "", false}, {"cpu", "kernel", false}, {"gpu", "", true}, {"gpu", "mlx", false}} {
-		if c.want && !isCUDA(e.device) {
-			continue
-		}
-		if got := newGeGLUKernels(c.device, c.env).ok; got != c.want {
-			t.Errorf("%s=%q on %s: kernels %v, want %v", gegluEnv, c.env, c.device, got, c.want)
-		}
 	}
 	saved := e.geglu.ok
 	t.Cleanup(func() { e.geglu.ok = saved })

@@ -17,20 +17,11 @@ import (
 // at positions from 0, and nothing else. The shape logic runs on any device with the
 // kernels' switch forced on.
 func TestNormRoPEKernelChoice(t *testing.T) {
+	checkKernelSwitch(t, normRoPEEnv, []kernelSwitch{{"cpu", "", false}, {"cpu", "kernel", false}, {"gpu", "", false}, {"gpu", "kernel", true}},
+		func(device, value string) bool { return newNormRoPEKernels(device, value).ok })
 	e, err := open()
 	if err != nil {
 		t.Fatal(err)
-	}
-	for _, c := range []struct {
-		device, env string
-		want        bool
-	}{{"cpu", "", false}, {"cpu", "kernel", false}, {"gpu", "", false}, {"gpu", "kernel", true}} {
-		if c.want && !isCUDA(e.device) {
-			continue
-		}
-		if got := newNormRoPEKernels(c.device, c.env).ok; got != c.want {
-			t.Errorf("%s=%q on %s: kernels %v, want %v", normRoPEEnv, c.env, c.device, got, c.want)
-		}
 	}
 	saved := e.normRoPE.ok
 	t.Cleanup(func() { e.normRoPE.ok = saved })
