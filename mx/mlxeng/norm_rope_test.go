@@ -120,20 +120,8 @@ func TestNormRoPEMatchesComposition(t *testing.T) {
 					}
 					return
 				}
-				near := func(what string, got, want []float32, rel float64) {
-					t.Helper()
-					scale := 0.0
-					for _, v := range want {
-						scale = math.Max(scale, math.Abs(float64(v)))
-					}
-					for i, v := range want {
-						if diff := math.Abs(float64(got[i] - v)); diff > math.Abs(float64(v))*rel+scale*rel/8 {
-							t.Fatalf("%s[%d] = %v through the kernels, %v through the composition (scale %v)", what, i, got[i], v, scale)
-						}
-					}
-				}
-				near("y", y, wantY, 1.0/128)
-				near("dx", dx, wantDX, 1.0/64)
+				nearScaled(t, "y (against the composition)", y, wantY, 1.0/128)
+				nearScaled(t, "dx (against the composition)", dx, wantDX, 1.0/64)
 			})
 		}
 	}
