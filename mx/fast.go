@@ -42,7 +42,8 @@ func RoPE(x *Array, dims int, traditional bool, base float64, scale float64, off
 	return Wrap(x.e, x.e.RoPE(x.h, p))
 }
 
-// NormRoPEr is the optional capability of an engine that computes NormRoPE as one op.
+// NormRoPEr is the optional capability of an engine that computes NormRoPE as one op;
+// it returns nil where it does not take the arguments, and NormRoPE composes.
 type NormRoPEr interface {
 	NormRoPE(x, weight Handle, eps float64, p RoPEParams) Handle
 }
@@ -65,7 +66,9 @@ func NormRoPE(x, weight *Array, eps, scale float64, offset int, freqs *Array) *A
 	}
 	if n, ok := x.e.(NormRoPEr); ok {
 		p := RoPEParams{Dims: x.Dim(3), Scale: scale, Offset: offset, Freqs: freqs.h}
-		return Wrap(x.e, n.NormRoPE(x.h, weight.h, eps, p))
+		if h := n.NormRoPE(x.h, weight.h, eps, p); h != nil {
+			return Wrap(x.e, h)
+		}
 	}
 	return RoPE(Transpose(RMSNorm(x, weight, eps), 0, 2, 1, 3), x.Dim(3), false, 0, scale, offset, freqs)
 }
@@ -111,7 +114,8 @@ func GeGLU(gate, up *Array) *Array {
 }
 
 // GeGLUSplitter is the optional capability of an engine that computes GeGLUSplit as one
-// op, with a VJP that writes both halves' cotangents into one array.
+// op, with a VJP that writes both halves' cotangents into one array; it returns nil where
+// it does not take x, and GeGLUSplit composes.
 type GeGLUSplitter interface {
 	GeGLUSplit(x Handle) Handle
 }
@@ -127,7 +131,9 @@ func GeGLUSplit(x *Array) *Array {
 		panic(fmt.Sprintf("mx: geglu_split: x %v %s must be a float array with an even last axis", x.Shape(), x.DType()))
 	}
 	if s, ok := x.e.(GeGLUSplitter); ok {
-		return Wrap(x.e, s.GeGLUSplit(x.h))
+		if h := s.GeGLUSplit(x.h); h != nil {
+			return Wrap(x.e, h)
+		}
 	}
 	halves := Split(x, []int{w / 2}, -1)
 	return GeGLU(halves[0], halves[1])
@@ -163,7 +169,7 @@ func TakeWeightedSum(y, idx, w *Array) *Array {
 }
 
 // ExpertOrderer is the optional capability of an engine that computes ExpertOrder as
-// one op.
+// one op; it returns nils where it does not take the ids, and ExpertOrder composes.
 type ExpertOrderer interface {
 	ExpertOrder(idx Handle, experts int) (order, inverse Handle)
 }
@@ -180,8 +186,9 @@ func ExpertOrder(idx *Array, experts int) (order, inverse *Array) {
 		panic(fmt.Sprintf("mx: expert_order: idx %v %s (want [n] int32) among %d experts", idx.Shape(), idx.DType(), experts))
 	}
 	if s, ok := idx.e.(ExpertOrderer); ok {
-		o, inv := s.ExpertOrder(idx.h, experts)
-		return Wrap(idx.e, o), Wrap(idx.e, inv)
+		if o, inv := s.ExpertOrder(idx.h, experts); o != nil {
+			return Wrap(idx.e, o), Wrap(idx.e, inv)
+		}
 	}
 	order = Argsort(idx, 0)
 	return order, Argsort(order, 0)

@@ -54,12 +54,12 @@ func newExpertOrderKernel(device, env string) (k C.mlx_fast_cuda_kernel, ok bool
 }
 
 // ExpertOrder implements mx.ExpertOrderer: through the kernel where it is on and takes
-// the ids (at most maxOrderExperts experts, fewer than 2³¹ ids), else the two argsorts.
+// the ids (at most maxOrderExperts experts, at least one id), else nils (mx.ExpertOrder
+// composes).
 func (e *Engine) ExpertOrder(h mx.Handle, experts int) (order, inverse mx.Handle) {
 	idx := get(h)
 	if !e.expertOrderOK || experts > maxOrderExperts || idx.shape[0] < 1 {
-		order = e.Argsort(h, 0)
-		return order, e.Argsort(order, 0)
+		return nil, nil
 	}
 	var res [2]C.mlx_array
 	if err := e.try("expert_order", func() C.int {

@@ -9,6 +9,7 @@ int mlxeng_kernel_run(mlx_array* res, mlx_fast_cuda_kernel k, mlx_fast_cuda_kern
 	const mlx_array* in, int n, mlx_stream s);
 int mlxeng_kernel_run_n(mlx_array* res, int nres, mlx_fast_cuda_kernel k, mlx_fast_cuda_kernel_config cfg,
 	const mlx_array* in, int n, mlx_stream s);
+int mlxeng_cast_to(mlx_array* a, mlx_dtype dt, mlx_stream s);
 int mlxeng_custom_apply(mlx_array* res, const mlx_vector_array in,
 	int (*fwd)(mlx_vector_array*, const mlx_vector_array, void*),
 	int (*vjp)(mlx_vector_array*, const mlx_vector_array, const mlx_vector_array, const mlx_vector_array, void*),
@@ -74,13 +75,7 @@ static int mlxeng_geglu_vjp(mlx_vector_array* res, const mlx_vector_array primal
 	mlx_array in[3] = {mlx_array_new(), mlx_array_new(), mlx_array_new()};
 	mlx_array grads[2] = {mlx_array_new(), mlx_array_new()};
 	int rc = mlx_vector_array_get(&in[0], primals, 0) || (!p->split && mlx_vector_array_get(&in[1], primals, 1)) ||
-		mlx_vector_array_get(&in[n], cots, 0);
-	if (rc == 0 && mlx_array_dtype(in[n]) != mlx_array_dtype(in[0])) {
-		// The kernels read g as x's type.
-		mlx_array c = mlx_array_new();
-		rc = mlx_astype(&c, in[n], mlx_array_dtype(in[0]), p->s) || mlx_array_set(&in[n], c);
-		mlx_array_free(c);
-	}
+		mlx_vector_array_get(&in[n], cots, 0) || mlxeng_cast_to(&in[n], mlx_array_dtype(in[0]), p->s);
 	if (rc == 0) {
 		const mlx_array x = in[0];
 		mlx_fast_cuda_kernel_config cfg = mlxeng_geglu_config(mlx_array_shape(x), mlx_array_ndim(x),
@@ -176,17 +171,11 @@ func (e *Engine) gegluKernel(in []mx.Handle, split bool) *array {
 }
 
 // GeGLUSplit implements mx.GeGLUSplitter: through the kernels where they take x, else
-// GeGLU of x's two halves, one split as mx.GeGLUSplit does.
+// nil (mx.GeGLUSplit composes).
 func (e *Engine) GeGLUSplit(hx mx.Handle) mx.Handle {
 	x := get(hx)
-	if e.gegluThroughKernels(x, nil, true) {
-		return e.gegluKernel([]mx.Handle{x}, true)
+	if !e.gegluThroughKernels(x, nil, true) {
+		return nil
 	}
-	halves := e.Split(x, []int{x.shape[len(x.shape)-1] / 2}, -1)
-	defer func() {
-		for _, h := range halves {
-			e.free(get(h))
-		}
-	}()
-	return e.GeGLU(halves[0], halves[1])
+	return e.gegluKernel([]mx.Handle{x}, true)
 }

@@ -49,6 +49,18 @@ int mlxeng_kernel_run(mlx_array* res, mlx_fast_cuda_kernel k, mlx_fast_cuda_kern
 	return mlxeng_kernel_run_n(res, 1, k, cfg, in, n, s);
 }
 
+// mlxeng_cast_to makes *a of dtype dt (a kernel reads its inputs as one type: a
+// cotangent may arrive in another), replacing it only when it differs.
+int mlxeng_cast_to(mlx_array* a, mlx_dtype dt, mlx_stream s) {
+	if (mlx_array_dtype(*a) == dt) {
+		return 0;
+	}
+	mlx_array c = mlx_array_new();
+	int rc = mlx_astype(&c, *a, dt, s) || mlx_array_set(a, c);
+	mlx_array_free(c);
+	return rc;
+}
+
 // mlxeng_custom_apply applies fwd to in with vjp as its VJP, writing the one output. Each
 // closure owns a copy of the size bytes of payload, freed with the last copy of the
 // closure (MLX keeps the VJP until the backward pass has used it).

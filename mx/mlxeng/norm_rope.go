@@ -11,6 +11,7 @@ int mlxeng_custom_apply(mlx_array* res, const mlx_vector_array in,
 	int (*fwd)(mlx_vector_array*, const mlx_vector_array, void*),
 	int (*vjp)(mlx_vector_array*, const mlx_vector_array, const mlx_vector_array, const mlx_vector_array, void*),
 	const void* payload, size_t size);
+int mlxeng_cast_to(mlx_array* a, mlx_dtype dt, mlx_stream s);
 int mlxeng_norm_weight_grad(mlx_array* res, const mlx_array x, const mlx_array g, float eps_value, mlx_stream s);
 
 // mlxeng_norm_rope is what the op's closures need: the two kernels, eps, the rotation's
@@ -85,14 +86,8 @@ static int mlxeng_norm_rope_vjp(mlx_vector_array* res, const mlx_vector_array pr
 	mlx_array ins[4] = {mlx_array_new(), mlx_array_new(), mlx_array_new(), mlx_array_new()};
 	mlx_array grads[3] = {mlx_array_new(), mlx_array_new(), mlx_array_new()};
 	int rc = mlx_vector_array_get(&ins[0], primals, 0) || mlx_vector_array_get(&ins[1], primals, 1) ||
-		mlx_vector_array_get(&ins[2], primals, 2) || mlx_vector_array_get(&ins[3], cots, 0);
-	if (rc == 0 && mlx_array_dtype(ins[3]) != mlx_array_dtype(ins[0])) {
-		// The kernel reads g as x's type.
-		mlx_array c = mlx_array_new();
-		rc = mlx_astype(&c, ins[3], mlx_array_dtype(ins[0]), p->s) || mlx_array_set(&ins[3], c);
-		mlx_array_free(c);
-	}
-	rc = rc || mlxeng_norm_rope_run(&grads[0], p->bwd, ins, 4, 0, p) ||
+		mlx_vector_array_get(&ins[2], primals, 2) || mlx_vector_array_get(&ins[3], cots, 0) ||
+		mlxeng_cast_to(&ins[3], mlx_array_dtype(ins[0]), p->s) || mlxeng_norm_rope_run(&grads[0], p->bwd, ins, 4, 0, p) ||
 		mlxeng_norm_rope_weight_grad(&grads[1], ins[0], ins[3], ins[2], p) ||
 		mlx_zeros_like(&grads[2], ins[2], p->s) || mlx_vector_array_set_data(res, grads, 3);
 	for (int i = 0; i < 4; i++) {
@@ -164,24 +159,20 @@ func (e *Engine) normRoPEThroughKernels(x, w, freqs *array, p mx.RoPEParams) boo
 	return p.Dims == d && !p.Traditional && d%64 == 0 && d <= 1024 && p.Offset >= 0 && n > 0 && n < 1<<31
 }
 
-// NormRoPE implements mx.NormRoPEr: through the kernels where they take x, else the
-// composition mx.NormRoPE documents, of the engine's own ops.
+// NormRoPE implements mx.NormRoPEr: through the kernels where they take x, else nil
+// (mx.NormRoPE composes).
 func (e *Engine) NormRoPE(hx, hw mx.Handle, eps float64, p mx.RoPEParams) mx.Handle {
 	x, w := get(hx), get(hw)
 	if p.Scale == 0 {
 		p.Scale = 1
 	}
-	if e.normRoPEThroughKernels(x, w, get(p.Freqs), p) {
-		c := C.mlxeng_norm_rope{fwd: e.normRoPE.fwd, bwd: e.normRoPE.bwd, eps: C.float(eps), scale: C.float(p.Scale),
-			eps_bits:   C.int(int32(math.Float32bits(float32(eps)))),
-			scale_bits: C.int(int32(math.Float32bits(float32(p.Scale)))), offset: C.int(p.Offset), s: e.stream}
-		in := vector([]mx.Handle{x, w, p.Freqs})
-		defer C.mlx_vector_array_free(in)
-		return e.op("norm_rope", func(res *C.mlx_array) C.int { return C.mlxeng_norm_rope_apply(res, in, c) })
+	if !e.normRoPEThroughKernels(x, w, get(p.Freqs), p) {
+		return nil
 	}
-	normed := e.RMSNorm(hx, hw, eps)
-	defer e.free(get(normed))
-	moved := e.Transpose(normed, []int{0, 2, 1, 3})
-	defer e.free(get(moved))
-	return e.RoPE(moved, p)
+	c := C.mlxeng_norm_rope{fwd: e.normRoPE.fwd, bwd: e.normRoPE.bwd, eps: C.float(eps), scale: C.float(p.Scale),
+		eps_bits:   C.int(int32(math.Float32bits(float32(eps)))),
+		scale_bits: C.int(int32(math.Float32bits(float32(p.Scale)))), offset: C.int(p.Offset), s: e.stream}
+	in := vector([]mx.Handle{x, w, p.Freqs})
+	defer C.mlx_vector_array_free(in)
+	return e.op("norm_rope", func(res *C.mlx_array) C.int { return C.mlxeng_norm_rope_apply(res, in, c) })
 }
