@@ -17,6 +17,8 @@ typedef struct {
 	mlx_fast_cuda_kernel experts, experts_bwd;  // the forward's kernel and the input gradient's
 	int deq_ok;        // dequantize with the engine's kernel where it takes the weight (dequant_kernel.go)
 	mlx_fast_cuda_kernel deq;
+	int keep_weight;   // linear, dequantized forward: the weight is a second output the VJP reuses
+	                   // (forwardKeep: the tied head; see chooseDenseForward)
 	mlx_stream s;
 } mlxeng_dq;
 
@@ -101,7 +103,10 @@ static int mlxeng_dq_forward(mlx_vector_array* res, const mlx_vector_array in, v
 			rc = mlx_matmul(&y, x, wt, q->s);
 		}
 	}
-	if (rc == 0) {
+	if (rc == 0 && q->keep_weight && !q->gather && !q->fused && !q->kernel_fwd) {
+		const mlx_array both[2] = {y, wd};
+		rc = mlx_vector_array_set_data(res, both, 2);
+	} else if (rc == 0) {
 		rc = mlx_vector_array_set_data(res, &y, 1);
 	}
 	mlx_array_free(x);
@@ -122,6 +127,9 @@ static int mlxeng_dq_vjp(mlx_vector_array* res, const mlx_vector_array primals, 
 	int rc = mlx_vector_array_get(&g, cots, 0);
 	if (rc == 0 && q->fused) {
 		rc = mlxeng_dq_fused(&dx, g, primals, q, 0);
+	} else if (rc == 0 && mlx_vector_array_size(outs) == 2) {
+		// keep_weight: the forward's dequantized weight is its second output.
+		rc = mlx_vector_array_get(&wd, outs, 1) || mlx_matmul(&dx, g, wd, q->s);
 	} else if (rc == 0) {
 		// The weight is dequantized once the cotangent exists (see mlxeng_dq_after).
 		mlx_vector_array after = mlx_vector_array_new();
@@ -214,7 +222,8 @@ func chooseQuantizedRoute(device string) quantizedRoute {
 
 // dequantLinear is x·Wᵀ for a packed W [N, K] on the dequant route.
 func (e *Engine) dequantLinear(x, wq, s, b *array, p mx.QuantParams) *array {
-	q := C.mlxeng_dq{gs: C.int(p.GroupSize), bits: C.int(p.Bits), kernel_fwd: cbool(keepsQuantizedForward(x, wq, p, e.denseForwardMaxWeight)), s: e.stream}
+	mode := chooseDenseForward(x, wq, p, e.denseForward)
+	q := C.mlxeng_dq{gs: C.int(p.GroupSize), bits: C.int(p.Bits), kernel_fwd: cbool(mode == forwardKernel), keep_weight: cbool(mode == forwardKeep), s: e.stream}
 	q.deq_ok, q.deq = cbool(e.fastDequant && dequantKernelParams(p)), e.dequantKernel
 	in := vector([]mx.Handle{x, wq, s, b})
 	defer C.mlx_vector_array_free(in)
@@ -234,25 +243,61 @@ func (e *Engine) dequantGather(x3, wq, s, b, rhs *array, p mx.QuantParams, sorte
 	return e.op("gather_qmm", func(res *C.mlx_array) C.int { return C.mlxeng_dq_apply(res, in, q) })
 }
 
-// keepsQuantizedForward reports whether a dense product on the dequant route keeps
-// MLX's quantized_matmul forward: for bf16/f16 rows, when they are few (decoding: the
-// kernel reads the packed weight once) or the weight is huge (the tied 262,144-row head,
-// whose dequantize alone took 1.4 ms on the H200 against 1.3 ms for the whole
-// quantized product). Otherwise the weight is dequantized and multiplied by cuBLAS, as
-// the backward does: on the H200 the real geometry's dense products took 43–182 µs each
-// in qmm_sm80 at 384 rows, against 3–42 µs of dequantize and 5–20 µs of GEMM for the same
-// shapes' input gradients (bench/results/gpu-lease5.txt). Rows that are one
-// quantization group are always dequantized (oneGroupRows).
-func keepsQuantizedForward(x, wq *array, p mx.QuantParams, maxWeight int) bool {
+// denseForwardMode is how a dense product on the dequant route runs its forward.
+type denseForwardMode int
+
+const (
+	// forwardDequant: the weight is dequantized and multiplied by cuBLAS, as the input
+	// gradient does again: on the H200 the real geometry's dense products took 43–182 µs
+	// each in qmm_sm80 at 384 rows, against 3–42 µs of dequantize and 5–20 µs of GEMM
+	// for the same shapes' input gradients (bench/results/gpu-lease5.txt). Keeping each
+	// layer's dequantized weights for its backward instead (session 17's
+	// MLXENG_KEEP_DENSE) cost 2.8 GiB and was not faster.
+	forwardDequant denseForwardMode = iota
+	// forwardKernel: MLX's quantized_matmul, for few bf16/f16 rows (decoding: the kernel
+	// reads the packed weight once).
+	forwardKernel
+	// forwardKeep: dequantized as forwardDequant, and the dequantized weight is a second
+	// output of the op that its input gradient multiplies by instead of dequantizing
+	// again. For weights above the bound — the tied 262,144-row head, 1.5 GB in bf16 —
+	// whose dequantize (~1.4 ms on the H200) the backward needs anyway: the forward was
+	// qmm_sm80, 2.6 ms for the real geometry's canvas rows (ncu, session 18), where a
+	// GEMM on the dequantized weight takes a fraction of that. The weight lives from the
+	// forward's head to the backward's, which comes first in the backward, so the peak
+	// grows by at most its size.
+	forwardKeep
+)
+
+// denseForwardPolicy is chooseDenseForward's setting: the weight bound above which a
+// forward keeps its dequantized weight (or, with largeKernel, stays on MLX's kernel).
+type denseForwardPolicy struct {
+	maxWeight   int
+	largeKernel bool
+}
+
+// chooseDenseForward is the forward of x·Wᵀ on the dequant route: MLX's kernel for
+// bf16/f16 rows that are few; for a weight above the policy's bound, dequantized and kept
+// (or MLX's kernel, with largeKernel); otherwise dequantized. Float32 rows (MLX's fast
+// kernels want half precision) and weights whose rows are one quantization group are
+// always dequantized, never kept.
+func chooseDenseForward(x, wq *array, p mx.QuantParams, pol denseForwardPolicy) denseForwardMode {
 	if x.dt != mx.BFloat16 && x.dt != mx.Float16 {
-		return false // MLX's fast kernels want half-precision rows; float32 is dequantized
+		return forwardDequant
 	}
 	if oneGroupRows(wq, p) {
-		return false
+		return forwardDequant
 	}
 	n, k := wq.shape[0], wq.shape[1]*32/p.Bits
 	rows := dims.Numel(x.shape[:len(x.shape)-1])
-	return rows < dequantForwardMinRows || n*k > maxWeight
+	switch {
+	case rows < dequantForwardMinRows:
+		return forwardKernel
+	case n*k <= pol.maxWeight:
+		return forwardDequant
+	case pol.largeKernel:
+		return forwardKernel
+	}
+	return forwardKeep
 }
 
 // oneGroupRows: each row of the packed weight is one quantization group (K ≤ group
@@ -266,29 +311,30 @@ func oneGroupRows(wq *array, p mx.QuantParams) bool {
 	return wq.shape[len(wq.shape)-1]*32/p.Bits <= p.GroupSize
 }
 
-// Bounds of the dequantized dense forward (keepsQuantizedForward).
+// Bounds of the dense forward's modes (chooseDenseForward).
 const (
 	dequantForwardMinRows   = 64
 	dequantForwardMaxWeight = 1 << 26 // elements: ~23.1M for the real geometry's largest decoder linear, 738M for its head
 )
 
-// denseForwardEnv "dequant" dequantizes every dense forward of 64 rows or more, the
-// head's too; "kernel" keeps every bf16/f16 dense forward on MLX's quantized kernel (one
-// launch a product instead of a dequantize and a GEMM: the step is paced by the host's
-// launches, so fewer slower kernels may still win). Both are for measuring the bound
-// above; anything else keeps it.
+// denseForwardEnv sets the policy for measuring it: "dequant" dequantizes every dense
+// forward of 64 rows or more, the head's too, and keeps none; "kernel" keeps every
+// bf16/f16 dense forward on MLX's quantized kernel (one launch a product instead of a
+// dequantize and a GEMM); "large-kernel" keeps only the weights above the bound — the
+// head — on MLX's kernel (the default before session 18). Anything else is the default.
 const denseForwardEnv = "MLXENG_DENSE_FORWARD"
 
-// chooseDenseForwardMaxWeight is keepsQuantizedForward's weight bound: the default, or
-// none (every forward dequantized) or zero (none) where the environment asks.
-func chooseDenseForwardMaxWeight() int {
+// chooseDenseForwardPolicy is the default policy, or the environment's.
+func chooseDenseForwardPolicy() denseForwardPolicy {
 	switch os.Getenv(denseForwardEnv) {
 	case "dequant":
-		return math.MaxInt
+		return denseForwardPolicy{maxWeight: math.MaxInt}
 	case "kernel":
-		return 0
+		return denseForwardPolicy{maxWeight: 0, largeKernel: true}
+	case "large-kernel":
+		return denseForwardPolicy{maxWeight: dequantForwardMaxWeight, largeKernel: true}
 	}
-	return dequantForwardMaxWeight
+	return denseForwardPolicy{maxWeight: dequantForwardMaxWeight}
 }
 
 func cbool(b bool) C.int {

@@ -30,33 +30,36 @@ func TestQuantizedRouteChoice(t *testing.T) {
 	}
 }
 
-// TestKeepsQuantizedForward: on the dequant route a dense product keeps MLX's quantized
-// forward only for half-precision rows that are few, or a weight as large as the real
-// geometry's tied head; float32 rows and weights whose rows are one quantization group
-// are always dequantized.
-func TestKeepsQuantizedForward(t *testing.T) {
+// TestChooseDenseForward: on the dequant route a dense product keeps MLX's quantized
+// forward only for half-precision rows that are few; a weight as large as the real
+// geometry's tied head is dequantized and kept for the input gradient; float32 rows and
+// weights whose rows are one quantization group are always dequantized.
+func TestChooseDenseForward(t *testing.T) {
 	p := mx.QuantParams{GroupSize: 64, Bits: 4}
 	for _, c := range []struct {
-		dt        mx.DType
-		xs        []int
-		n, k      int
-		keepsKern bool
+		dt   mx.DType
+		xs   []int
+		n, k int
+		want denseForwardMode
 	}{
-		{mx.Float32, []int{1, 384, 2816}, 2112, 2816, false},
-		{mx.Float32, []int{1, 2816}, 2112, 2816, false},
-		{mx.BFloat16, []int{1, 384, 2816}, 2112, 2816, false},  // a decoder linear of a training step
-		{mx.BFloat16, []int{1, 384, 2816}, 8192, 2816, false},  // the largest one
-		{mx.BFloat16, []int{1, 384, 2816}, 262144, 2816, true}, // the tied head
-		{mx.Float16, []int{2, 16, 2816}, 2112, 2816, true},     // 32 rows: decoding
-		{mx.BFloat16, []int{64, 2816}, 2112, 2816, false},
-		{mx.BFloat16, []int{63, 2816}, 2112, 2816, true},
-		{mx.BFloat16, []int{3, 64}, 4, 64, false},   // one group a row: the tiny router
-		{mx.BFloat16, []int{3, 128}, 24, 128, true}, // two groups a row
+		{mx.Float32, []int{1, 384, 2816}, 2112, 2816, forwardDequant},
+		{mx.Float32, []int{1, 2816}, 2112, 2816, forwardDequant},
+		{mx.Float32, []int{1, 384, 2816}, 262144, 2816, forwardDequant},
+		{mx.BFloat16, []int{1, 384, 2816}, 2112, 2816, forwardDequant}, // a decoder linear of a training step
+		{mx.BFloat16, []int{1, 384, 2816}, 8192, 2816, forwardDequant}, // the largest one
+		{mx.BFloat16, []int{1, 384, 2816}, 262144, 2816, forwardKeep},  // the tied head
+		{mx.BFloat16, []int{1, 256, 2816}, 262144, 2816, forwardKeep},
+		{mx.BFloat16, []int{1, 1, 2816}, 262144, 2816, forwardKernel}, // the head decoding
+		{mx.Float16, []int{2, 16, 2816}, 2112, 2816, forwardKernel},   // 32 rows: decoding
+		{mx.BFloat16, []int{64, 2816}, 2112, 2816, forwardDequant},
+		{mx.BFloat16, []int{63, 2816}, 2112, 2816, forwardKernel},
+		{mx.BFloat16, []int{3, 64}, 4, 64, forwardDequant},   // one group a row: the tiny router
+		{mx.BFloat16, []int{3, 128}, 24, 128, forwardKernel}, // two groups a row
 	} {
 		x := &array{shape: c.xs, dt: c.dt}
 		wq := &array{shape: []int{c.n, c.k * p.Bits / 32}, dt: mx.Uint32}
-		if got := keepsQuantizedForward(x, wq, p, dequantForwardMaxWeight); got != c.keepsKern {
-			t.Errorf("%s x %v · W [%d, %d]: keeps the quantized forward %v, want %v", c.dt, c.xs, c.n, c.k, got, c.keepsKern)
+		if got := chooseDenseForward(x, wq, p, denseForwardPolicy{maxWeight: dequantForwardMaxWeight}); got != c.want {
+			t.Errorf("%s x %v · W [%d, %d]: forward %d, want %d", c.dt, c.xs, c.n, c.k, got, c.want)
 		}
 	}
 }
@@ -187,33 +190,86 @@ func TestDequantBackwardWaitsForCotangent(t *testing.T) {
 }
 
 // TestDenseForwardEnv: MLXENG_DENSE_FORWARD=dequant lifts the weight bound, so the tied
-// head's forward is dequantized too; =kernel drops it, so a q_proj's forward keeps MLX's
-// quantized kernel too; any other value keeps the default.
+// head's forward is dequantized and not kept; =kernel drops it, so a q_proj's forward
+// keeps MLX's quantized kernel too; =large-kernel keeps the head on MLX's kernel; any
+// other value keeps the default (the head dequantized and kept).
 func TestDenseForwardEnv(t *testing.T) {
 	p := mx.QuantParams{GroupSize: 64, Bits: 4}
 	x := &array{shape: []int{1, 256, 2816}, dt: mx.BFloat16}
 	head := &array{shape: []int{262144, 2816 * 4 / 32}, dt: mx.Uint32}
 	qProj := &array{shape: []int{4096, 2816 * 4 / 32}, dt: mx.Uint32}
 	for _, c := range []struct {
-		env               string
-		want              int
-		keepsHead, keepsQ bool
+		env          string
+		want         denseForwardPolicy
+		head, qProjM denseForwardMode
 	}{
-		{"", dequantForwardMaxWeight, true, false},
-		{"other", dequantForwardMaxWeight, true, false},
-		{"kernel", 0, true, true},
-		{"dequant", math.MaxInt, false, false},
+		{"", denseForwardPolicy{maxWeight: dequantForwardMaxWeight}, forwardKeep, forwardDequant},
+		{"other", denseForwardPolicy{maxWeight: dequantForwardMaxWeight}, forwardKeep, forwardDequant},
+		{"kernel", denseForwardPolicy{largeKernel: true}, forwardKernel, forwardKernel},
+		{"large-kernel", denseForwardPolicy{maxWeight: dequantForwardMaxWeight, largeKernel: true}, forwardKernel, forwardDequant},
+		{"dequant", denseForwardPolicy{maxWeight: math.MaxInt}, forwardDequant, forwardDequant},
 	} {
 		t.Setenv(denseForwardEnv, c.env)
-		got := chooseDenseForwardMaxWeight()
+		got := chooseDenseForwardPolicy()
 		if got != c.want {
-			t.Errorf("%s=%q: bound %d, want %d", denseForwardEnv, c.env, got, c.want)
+			t.Errorf("%s=%q: policy %+v, want %+v", denseForwardEnv, c.env, got, c.want)
 		}
-		if k := keepsQuantizedForward(x, head, p, got); k != c.keepsHead {
-			t.Errorf("%s=%q: the head keeps the quantized forward %v, want %v", denseForwardEnv, c.env, k, c.keepsHead)
+		if m := chooseDenseForward(x, head, p, got); m != c.head {
+			t.Errorf("%s=%q: the head's forward %d, want %d", denseForwardEnv, c.env, m, c.head)
 		}
-		if k := keepsQuantizedForward(x, qProj, p, got); k != c.keepsQ {
-			t.Errorf("%s=%q: q_proj keeps the quantized forward %v, want %v", denseForwardEnv, c.env, k, c.keepsQ)
+		if m := chooseDenseForward(x, qProj, p, got); m != c.qProjM {
+			t.Errorf("%s=%q: q_proj's forward %d, want %d", denseForwardEnv, c.env, m, c.qProjM)
+		}
+	}
+}
+
+// TestKeptWeightMatchesDequantized: a product whose forward keeps its dequantized weight
+// for the input gradient (forwardKeep) gives the same values and gradients, bit for bit,
+// as one that dequantizes again (forwardDequant), compiled and not, through a chain of
+// quantized linears over bf16 rows (the weight is the same array either way).
+func TestKeptWeightMatchesDequantized(t *testing.T) {
+	e := engineOnRoute(t, routeDequant)
+	saved := e.denseForward
+	t.Cleanup(func() { e.denseForward = saved })
+	const k, rows = 128, 64
+	ws := make([][3]*mx.Array, 3)
+	for i := range ws {
+		w, s, b := mx.Quantize(mx.FromFloat32(e, lcg(uint64(10+i), k*k), k, k), 64, 4)
+		ws[i] = [3]*mx.Array{w, s, b}
+	}
+	grad := func(a []*mx.Array) []*mx.Array {
+		v, g := mx.ValueAndGrad(func(a []*mx.Array) []*mx.Array {
+			y := a[0]
+			for _, w := range ws {
+				y = mx.Tanh(mx.QuantizedMatmul(y, w[0], w[1], w[2], true, 64, 4))
+			}
+			return []*mx.Array{mx.Sum(mx.AsType(mx.Multiply(y, y), mx.Float32), false)}
+		})(a)
+		return []*mx.Array{mx.AsType(v[0], mx.Float32), mx.AsType(g[0], mx.Float32)}
+	}
+	x := mx.AsType(mx.FromFloat32(e, lcg(3, rows*k), rows, k), mx.BFloat16)
+	xa := get(x.Handle())
+	for _, compile := range []bool{false, true} {
+		var runs [2][]float32
+		for r, pol := range []denseForwardPolicy{{maxWeight: math.MaxInt}, {maxWeight: k*k - 1}} {
+			e.denseForward = pol
+			w := get(ws[0][0].Handle())
+			if m := chooseDenseForward(xa, w, mx.QuantParams{GroupSize: 64, Bits: 4}, pol); m != []denseForwardMode{forwardDequant, forwardKeep}[r] {
+				t.Fatalf("policy %+v: forward %d", pol, m)
+			}
+			f := grad
+			if compile {
+				var release func()
+				f, release = mx.Compile(e, grad)
+				defer release()
+			}
+			out := f([]*mx.Array{x})
+			runs[r] = append(out[0].Float32s(), out[1].Float32s()...)
+		}
+		for i := range runs[0] {
+			if math.Float32bits(runs[0][i]) != math.Float32bits(runs[1][i]) {
+				t.Fatalf("compiled %v: value %d is %v dequantizing again, %v keeping the forward's weight", compile, i, runs[0][i], runs[1][i])
+			}
 		}
 	}
 }

@@ -190,8 +190,8 @@ type Engine struct {
 
 	// quantized is how quantized products are computed (see dequant.go).
 	quantized quantizedRoute
-	// denseForwardMaxWeight bounds the dequantized dense forward (keepsQuantizedForward).
-	denseForwardMaxWeight int
+	// denseForward is the dense products' forward policy (chooseDenseForward).
+	denseForward denseForwardPolicy
 
 	// adam holds the compiled AdamW updates (adam.go).
 	adam adamCache
@@ -209,6 +209,10 @@ type Engine struct {
 	// foldedSDPA: grouped-query attention folded into the query rows on CUDA when
 	// MLXENG_SDPA=folded (sdpa.go).
 	foldedSDPA bool
+	// joinAttention: the model's fused forward makes one masked attention call over
+	// its encoder and decoder rows where MLX has no fused attention, on CUDA unless
+	// MLXENG_JOIN_ATTENTION=0 (sdpa.go).
+	joinAttention bool
 
 	// normKernel: rms_norm's input gradient through the engine's kernel on CUDA unless
 	// MLXENG_NORM=mlx (rmsnorm.go).
@@ -328,7 +332,7 @@ func newEngine() (*Engine, error) {
 	}
 	e.startTracer(os.Getenv(tracerEnv))
 	e.quantized = chooseQuantizedRoute(e.device)
-	e.denseForwardMaxWeight = chooseDenseForwardMaxWeight()
+	e.denseForward = chooseDenseForwardPolicy()
 	e.openExperts(os.Getenv(expertsEnv))
 	e.dequantKernel, e.fastDequant = newDequantKernel(e.device)
 	e.rows = newRowKernels(e.device)
@@ -337,6 +341,7 @@ func newEngine() (*Engine, error) {
 	e.expertOrderKernel, e.expertOrderOK = newExpertOrderKernel(e.device, os.Getenv(expertOrderEnv))
 	e.normRoPE = newNormRoPEKernels(e.device, os.Getenv(normRoPEEnv))
 	e.foldedSDPA = foldedSDPAOn(e.device, os.Getenv(sdpaEnv))
+	e.joinAttention = joinAttentionOn(e.device, os.Getenv(joinAttentionEnv))
 	e.lora = newLoRAKernels(e.device)
 	e.adamKernels.on = adamKernelOn(e.device, os.Getenv(adamKernelEnv))
 	if e.device == "gpu" {
