@@ -97,6 +97,24 @@ func ScaledDotProductAttention(q, k, v *Array, scale float64, mask *Array) *Arra
 	return Wrap(e, e.ScaledDotProductAttention(q.h, k.h, v.h, scale, mh))
 }
 
+// AttentionJoiner is the optional capability of an engine for which one masked attention
+// over several blocks of query rows costs less than one call per block: MLX-CUDA, where a
+// head size without a fused kernel makes each call a composition of a dozen launches
+// forward and more backward. JoinsAttention reports it for queries of dtype dt and head
+// size headDim (keys' and values' too).
+type AttentionJoiner interface {
+	JoinsAttention(dt DType, headDim int) bool
+}
+
+// JoinsAttention reports whether e prefers one masked ScaledDotProductAttention over
+// several blocks of query rows to one call per block (AttentionJoiner); false on an
+// engine without the capability. The values are the same either way, to the engine's
+// rounding: a masked key adds exact zeros.
+func JoinsAttention(e Engine, dt DType, headDim int) bool {
+	j, ok := e.(AttentionJoiner)
+	return ok && j.JoinsAttention(dt, headDim)
+}
+
 // GELUTanh is the tanh approximation 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))), a
 // single engine op (OpGELUTanh) with its own VJP. Integer inputs give float32.
 func GELUTanh(x *Array) *Array { return unary(OpGELUTanh, x) }

@@ -60,11 +60,12 @@ func (m *Model) EncodeDecodeHidden(prompt, canvas *mx.Array) *mx.Array {
 	enc := m.embedTokens(prompt)
 	dec := mx.RMSNorm(m.embedTokens(canvas), nil, m.eps())
 	h := mx.Concatenate([]*mx.Array{enc, dec}, 1)
+	masks := m.joinedMasks(h.DType(), n, h.Dim(1))
 	for i, l := range m.Layers {
 		last := i == len(m.Layers)-1
 		scalar := m.EncoderScalars[i]
 		h = m.runLayer(l, []*mx.Array{h}, func(l *Layer, in []*mx.Array) []*mx.Array {
-			return []*mx.Array{l.fusedForward(m, in[0], n, scalar, last)}
+			return []*mx.Array{l.fusedForward(m, in[0], n, scalar, last, masks[l.Full])}
 		})[0]
 	}
 	return mx.RMSNorm(h, m.Norm, m.eps())
@@ -74,9 +75,9 @@ func (m *Model) EncodeDecodeHidden(prompt, canvas *mx.Array) *mx.Array {
 // the encoder's scalar on the first N rows and the layer's own on the rest. In the last
 // layer the encoder's rows are needed only for their keys and values, so after the K/V
 // projections the layer continues on the decoder's rows alone and returns [B, L, H].
-func (l *Layer) fusedForward(m *Model, x *mx.Array, n int, encScalar *mx.Array, last bool) *mx.Array {
+func (l *Layer) fusedForward(m *Model, x *mx.Array, n int, encScalar *mx.Array, last bool, joined func() *mx.Array) *mx.Array {
 	s := x.Dim(1)
-	attn := l.fusedAttention(m, mx.RMSNorm(x, l.InputNorm, m.eps()), n, last, m.eps())
+	attn := l.fusedAttention(m, mx.RMSNorm(x, l.InputNorm, m.eps()), n, last, m.eps(), joined)
 	if last {
 		x = mx.SliceAxis(x, 1, n, s)
 	}
@@ -97,7 +98,7 @@ func (l *Layer) fusedForward(m *Model, x *mx.Array, n int, encScalar *mx.Array, 
 // layers) and the whole canvas. In the last layer only the decoder's queries are formed.
 // RoPE runs over the N + L positions at once: the canvas continues at position N, as the
 // decoder pass's offset puts it.
-func (l *Layer) fusedAttention(m *Model, x *mx.Array, n int, last bool, eps float64) *mx.Array {
+func (l *Layer) fusedAttention(m *Model, x *mx.Array, n int, last bool, eps float64, joined func() *mx.Array) *mx.Array {
 	b, s := x.Dim(0), x.Dim(1)
 	xq, q0 := x, 0
 	if last {
@@ -109,6 +110,13 @@ func (l *Layer) fusedAttention(m *Model, x *mx.Array, n int, last bool, eps floa
 	// The decoder's keys: the prompt positions it keeps, then the canvas — one
 	// contiguous run of the N + L positions.
 	first := m.Config.TextConfig.decoderKeyStart(l.Full, n)
+	if !last && joined != nil {
+		// One call over both passes' queries and all N + L keys, the mask giving each row
+		// its own pass's keys (joinedMask).
+		out := mx.ScaledDotProductAttention(q, k, v, 1.0, joined())
+		out = mx.Reshape(mx.Transpose(out, 0, 2, 1, 3), b, sq, l.Heads*l.HeadDim)
+		return project(l.O, DecoderPass, out)
+	}
 	qEnc, qDec := (*mx.Array)(nil), q
 	if !last {
 		// One split rather than two slices: where the engine has it (MLX), the queries'
@@ -124,4 +132,54 @@ func (l *Layer) fusedAttention(m *Model, x *mx.Array, n int, last bool, eps floa
 	}
 	out = mx.Reshape(mx.Transpose(out, 0, 2, 1, 3), b, sq, l.Heads*l.HeadDim)
 	return project(l.O, DecoderPass, out)
+}
+
+// joinedMasks gives, for each kind of layer (full: true), the mask of its joined
+// attention (joinedMask), or nil where fusedAttention makes two calls: on an engine that
+// prefers one masked call over the S = N + L rows of dtype dt at the layers' head size
+// (mx.JoinsAttention), unless a test set joinAttention. Without checkpointing the mask
+// is made once a forward, here, so that every layer of a kind shares one array (a
+// compiling engine then converts it once); a checkpointed layer makes its own inside its
+// function, which its recomputation runs again after the forward's arrays are gone.
+func (m *Model) joinedMasks(dt mx.DType, n, s int) map[bool]func() *mx.Array {
+	masks := map[bool]func() *mx.Array{}
+	t := &m.Config.TextConfig
+	for _, l := range m.Layers {
+		if _, done := masks[l.Full]; done {
+			continue
+		}
+		masks[l.Full] = nil
+		if !(m.joinAttention > 0 || m.joinAttention == 0 && mx.JoinsAttention(m.Engine, dt, l.HeadDim)) {
+			continue
+		}
+		full := l.Full
+		build := func() *mx.Array {
+			return joinedMask(m.Engine, n, s, t.decoderKeyStart(full, n), full, t.SlidingWindow)
+		}
+		if !m.GradCheckpoint {
+			mask := build()
+			build = func() *mx.Array { return mask }
+		}
+		masks[l.Full] = build
+	}
+	return masks
+}
+
+// joinedMask [1, 1, S, S] is both passes' attention over the S = N + L rows of the fused
+// forward in one mask: encoder row i < N sees key kp iff kp ≤ i and, on sliding layers,
+// kp > i − window (encoderMaskBlocks' rule at offset 0); decoder row i ≥ N sees the keys
+// from first — the prompt positions it keeps — through the whole canvas.
+func joinedMask(e mx.Engine, n, s, first int, full bool, window int) *mx.Array {
+	return mx.FromBoolFunc(e, func(allow []bool) {
+		for i := range s {
+			row := allow[i*s : (i+1)*s]
+			for kp := range row {
+				if i < n {
+					row[kp] = kp <= i && (full || kp > i-window)
+				} else {
+					row[kp] = kp >= first
+				}
+			}
+		}
+	}, 1, 1, s, s)
 }

@@ -25,6 +25,11 @@ type Model struct {
 	// recomputes the layer during the backward pass. Only the arrays of ParamLinear
 	// linears (LoRA) receive gradients through a checkpointed layer.
 	GradCheckpoint bool
+
+	// joinAttention overrides the engine's choice of one attention call over the fused
+	// forward's encoder and decoder rows (mx.JoinsAttention): 0 leaves it to the engine,
+	// 1 joins, −1 splits (tests compare the two on every engine).
+	joinAttention int8
 }
 
 // SelfConditioning mixes the previous step's soft embedding into the canvas input.

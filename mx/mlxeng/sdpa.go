@@ -74,8 +74,7 @@ func (e *Engine) foldsAttention(q, k, v, mask *array) bool {
 	if hkv < 1 || hq <= hkv || hq%hkv != 0 || l <= 8 {
 		return false
 	}
-	fused := (q.dt == mx.BFloat16 || q.dt == mx.Float16) && d <= 128 && dv <= 128 && d%8 == 0 && dv%8 == 0
-	if fused {
+	if hasFusedAttention(q.dt, d, dv) {
 		return false
 	}
 	return mask == nil || (mask.dt == q.dt && len(mask.shape) <= 4)
@@ -96,3 +95,29 @@ func (e *Engine) sdpaFolded(q, k, v *array, scale float64, mask *array) *array {
 // foldedSDPAOn reports whether the engine on device folds attention with the
 // environment's setting env.
 func foldedSDPAOn(device, env string) bool { return isCUDA(device) && env == "folded" }
+
+// hasFusedAttention reports whether MLX-CUDA attends with a fused kernel (cuDNN's) for
+// queries of dtype dt, key head size d and value head size dv: half precision, head
+// sizes up to 128 and multiples of 8. Elsewhere it takes its fallback composition.
+func hasFusedAttention(dt mx.DType, d, dv int) bool {
+	return (dt == mx.BFloat16 || dt == mx.Float16) && d <= 128 && dv <= 128 && d%8 == 0 && dv%8 == 0
+}
+
+// joinAttentionEnv "0" turns the joined attention off (JoinsAttention), for measuring.
+const joinAttentionEnv = "MLXENG_JOIN_ATTENTION"
+
+// joinAttentionOn reports whether the engine on device joins attention calls with the
+// environment's setting env.
+func joinAttentionOn(device, env string) bool { return isCUDA(device) && env != "0" }
+
+// JoinsAttention implements mx.AttentionJoiner: on CUDA, where MLX has no fused attention
+// for q (the real 26B-A4B geometry's head sizes 256 and 512), its fallback composition
+// costs a dozen launches a call forward (scaling, the k/v expansion copies, two products,
+// the mask, the softmax, the transposes) and more backward, for any number of rows; one
+// masked call over the fused forward's encoder and decoder rows saves one call's worth,
+// and the split of the queries and the concatenate of the outputs, for a few more masked
+// scores. Where MLX has the fused kernel the separate calls keep it: the decoder's call,
+// unmasked, is cuDNN's.
+func (e *Engine) JoinsAttention(dt mx.DType, headDim int) bool {
+	return e.joinAttention && !hasFusedAttention(dt, headDim, headDim)
+}

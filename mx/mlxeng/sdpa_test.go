@@ -64,6 +64,50 @@ func TestFoldedSDPAChoice(t *testing.T) {
 	}
 }
 
+// TestJoinsAttentionChoice: the engine asks the model for joined attention only on CUDA
+// (unless MLXENG_JOIN_ATTENTION=0), and only where MLX has no fused kernel for q — a head
+// size above 128 or not a multiple of 8, or float32. The shape logic runs on any device
+// with the switch forced on.
+func TestJoinsAttentionChoice(t *testing.T) {
+	for _, c := range []struct {
+		device, env string
+		onCUDA      bool
+	}{{"gpu", "", true}, {"gpu", "1", true}, {"gpu", "0", false}, {"cpu", "", false}} {
+		want := c.onCUDA && isCUDA(c.device)
+		if got := joinAttentionOn(c.device, c.env); got != want {
+			t.Errorf("joinAttentionOn(%q, %q) = %v, want %v", c.device, c.env, got, want)
+		}
+	}
+	e, err := open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	saved := e.joinAttention
+	t.Cleanup(func() { e.joinAttention = saved })
+	bf, f32 := mx.BFloat16, mx.Float32
+	for _, c := range []struct {
+		name string
+		d    int
+		dt   mx.DType
+		on   bool
+		want bool
+	}{
+		{"real sliding layer", 256, bf, true, true},
+		{"real global layer", 512, bf, true, true},
+		{"float32", 64, f32, true, true},
+		{"head size 100", 100, bf, true, true},
+		{"cuDNN's sizes", 128, bf, true, false},
+		{"switched off", 256, bf, false, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e.joinAttention = c.on
+			if got := mx.JoinsAttention(e, c.dt, c.d); got != c.want {
+				t.Errorf("JoinsAttention = %v, want %v", got, c.want)
+			}
+		})
+	}
+}
+
 // TestFoldedSDPAMatchesMLX: the folded attention gives MLX's own attention's values and
 // q, k and v gradients — float32 within float32 rounding, bfloat16 within its own — for
 // two query heads a kv head with a mask (made additive by the engine), eight with none,
