@@ -219,12 +219,12 @@ type Engine struct {
 	normKernel   C.mlx_fast_cuda_kernel
 	normKernelOK bool
 
-	// expertOrderKernel: mx.ExpertOrder in one kernel on CUDA when
-	// MLXENG_EXPERT_ORDER=kernel (expert_order.go).
+	// expertOrderKernel: mx.ExpertOrder in one kernel on CUDA unless
+	// MLXENG_EXPERT_ORDER=mlx (expert_order.go).
 	expertOrderKernel C.mlx_fast_cuda_kernel
 	expertOrderOK     bool
 
-	// normRoPE: mx.NormRoPE in the engine's kernels on CUDA when MLXENG_NORM_ROPE=kernel
+	// normRoPE: mx.NormRoPE in the engine's kernels on CUDA unless MLXENG_NORM_ROPE=mlx
 	// (norm_rope.go).
 	normRoPE normRoPEKernels
 

@@ -30,23 +30,26 @@ import (
 	"github.com/dgtune/dgtune/mx/mlxeng/kernels"
 )
 
-// The experts' order on MLX-CUDA in one kernel (MLXENG_EXPERT_ORDER=kernel; off by
-// default until measured on a GPU). The mixture of experts sorts its (token, slot) pairs
+// The experts' order on MLX-CUDA in one kernel (the default there since session 18;
+// MLXENG_EXPERT_ORDER=mlx turns it off). The mixture of experts sorts its (token, slot) pairs
 // by expert and puts them back after: two argsorts, which MLX-CUDA ran as one-block merge
 // sorts of the real 26B-A4B geometry's 3,072 pairs (~27 µs each, twice a layer) with a
 // cast of each result from uint32 (bench/results/gpu-s17.txt). kernels.ExpertOrderSource
 // counts the ids per expert and places them in one launch, both permutations at once.
+// With NormRoPE's kernels it took the real step from 104.7 to 93.2 ms (medians of three
+// alternating rounds with the joined attention and the kept head weight; ncu of real-6:
+// the two sorts' ~66 µs a layer became one ~23 µs launch; bench/results/gpu-s18.txt).
 
-// expertOrderEnv turns the kernel on ("kernel").
+// expertOrderEnv turns the kernel off ("mlx").
 const expertOrderEnv = "MLXENG_EXPERT_ORDER"
 
 // maxOrderExperts is the most experts the kernel takes (its per-warp counts are E bytes
 // each, 32 warps, in 48 KB of shared memory with the E next positions).
 const maxOrderExperts = 1024
 
-// newExpertOrderKernel makes the kernel on a CUDA GPU when env is "kernel".
+// newExpertOrderKernel makes the kernel on a CUDA GPU unless env is "mlx".
 func newExpertOrderKernel(device, env string) (k C.mlx_fast_cuda_kernel, ok bool) {
-	if !isCUDA(device) || env != "kernel" {
+	if !isCUDA(device) || env == "mlx" {
 		return k, false
 	}
 	k = newCUDAKernel("dgtune_expert_order", []string{"idx"}, []string{"order", "inverse"}, kernels.ExpertOrderSource, "")

@@ -11,10 +11,10 @@ import (
 	"github.com/dgtune/dgtune/mx"
 )
 
-// TestExpertOrderKernelChoice: the expert-order kernel is made only on CUDA and only when
-// MLXENG_EXPERT_ORDER=kernel (the CUDA case runs where the engine has CUDA).
+// TestExpertOrderKernelChoice: the expert-order kernel is made only on CUDA and there
+// unless MLXENG_EXPERT_ORDER=mlx (the CUDA case runs where the engine has CUDA).
 func TestExpertOrderKernelChoice(t *testing.T) {
-	checkKernelSwitch(t, expertOrderEnv, []kernelSwitch{{"cpu", "", false}, {"cpu", "kernel", false}, {"gpu", "", false}, {"gpu", "kernel", true}},
+	checkKernelSwitch(t, expertOrderEnv, []kernelSwitch{{"cpu", "", false}, {"cpu", "mlx", false}, {"gpu", "", true}, {"gpu", "kernel", true}, {"gpu", "mlx", false}},
 		func(device, value string) bool {
 			_, ok := newExpertOrderKernel(device, value)
 			return ok

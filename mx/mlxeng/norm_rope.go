@@ -115,15 +115,17 @@ import (
 )
 
 // The queries' and keys' prologue on MLX-CUDA in one kernel each way
-// (MLXENG_NORM_ROPE=kernel; off by default until measured on a GPU). As MLX ops each of q
+// (the default there since session 18; MLXENG_NORM_ROPE=mlx turns them off). As MLX ops each of q
 // and k is rms_norm, then rope on the transposed view — two launches forward, two
 // backward (rope's VJP, the norm's input gradient), and MLX-CUDA's rope recomputes each
 // pair's sine and cosine for every head: ~100 µs and 8 launches a real 26B-A4B layer
 // (bench/results/gpu-s17.txt). kernels.NormRoPEForwardSource and NormRoPEBackwardSource
 // take a row a warp, the forward with MLX's roundings (the normed value rounded to the
-// rows' type before the rotation), the backward in float32 throughout.
+// rows' type before the rotation), the backward in float32 throughout. On the H200
+// (ncu of real-6, session 18) rope's four launches went from ~81 to ~31 µs a layer and
+// the q/k norms' MLX VJP fallbacks left the step (see ExpertOrder for the step time).
 
-// normRoPEEnv turns the kernels on ("kernel").
+// normRoPEEnv turns the kernels off ("mlx").
 const normRoPEEnv = "MLXENG_NORM_ROPE"
 
 // normRoPEKernels are the forward and backward kernels; ok when both were made.
@@ -132,9 +134,9 @@ type normRoPEKernels struct {
 	ok       bool
 }
 
-// newNormRoPEKernels makes the kernels on a CUDA GPU when env is "kernel".
+// newNormRoPEKernels makes the kernels on a CUDA GPU unless env is "mlx".
 func newNormRoPEKernels(device, env string) normRoPEKernels {
-	if !isCUDA(device) || env != "kernel" {
+	if !isCUDA(device) || env == "mlx" {
 		return normRoPEKernels{}
 	}
 	header := kernels.LoRAHeader + kernels.NormRoPEHeader

@@ -11,13 +11,13 @@ import (
 	"github.com/dgtune/dgtune/mx"
 )
 
-// TestNormRoPEKernelChoice: the NormRoPE kernels are made only on CUDA and only when
-// MLXENG_NORM_ROPE=kernel (the CUDA case runs where the engine has CUDA), and take
+// TestNormRoPEKernelChoice: the NormRoPE kernels are made only on CUDA and there unless
+// MLXENG_NORM_ROPE=mlx (the CUDA case runs where the engine has CUDA), and take
 // bfloat16 rows of a head size that is a multiple of 64 up to 1024, all of it rotated,
 // at positions from 0, and nothing else. The shape logic runs on any device with the
 // kernels' switch forced on.
 func TestNormRoPEKernelChoice(t *testing.T) {
-	checkKernelSwitch(t, normRoPEEnv, []kernelSwitch{{"cpu", "", false}, {"cpu", "kernel", false}, {"gpu", "", false}, {"gpu", "kernel", true}},
+	checkKernelSwitch(t, normRoPEEnv, []kernelSwitch{{"cpu", "", false}, {"cpu", "mlx", false}, {"gpu", "", true}, {"gpu", "kernel", true}, {"gpu", "mlx", false}},
 		func(device, value string) bool { return newNormRoPEKernels(device, value).ok })
 	e, err := open()
 	if err != nil {
