@@ -121,3 +121,5 @@ func joinAttentionOn(device, env string) bool { return isCUDA(device) && env != 
 func (e *Engine) JoinsAttention(dt mx.DType, headDim int) bool {
 	return e.joinAttention && !hasFusedAttention(dt, headDim, headDim)
 }
+
+var _ mx.AttentionJoiner = (*Engine)(nil)
