@@ -141,10 +141,7 @@ func TestDequantBackwardWaitsForCotangent(t *testing.T) {
 		}
 		grad := func(a []*mx.Array) []*mx.Array {
 			v, g := mx.ValueAndGrad(func(a []*mx.Array) []*mx.Array {
-				y := a[0]
-				for _, w := range ws {
-					y = mx.Tanh(mx.QuantizedMatmul(y, w[0], w[1], w[2], true, 64, 4))
-				}
+				y := tanhChain(a[0], ws)
 				return []*mx.Array{mx.Sum(y, false)}
 			})(a)
 			return []*mx.Array{v[0], g[0]}
@@ -239,10 +236,7 @@ func TestKeptWeightMatchesDequantized(t *testing.T) {
 	}
 	grad := func(a []*mx.Array) []*mx.Array {
 		v, g := mx.ValueAndGrad(func(a []*mx.Array) []*mx.Array {
-			y := a[0]
-			for _, w := range ws {
-				y = mx.Tanh(mx.QuantizedMatmul(y, w[0], w[1], w[2], true, 64, 4))
-			}
+			y := tanhChain(a[0], ws)
 			return []*mx.Array{mx.Sum(mx.AsType(mx.Multiply(y, y), mx.Float32), false)}
 		})(a)
 		return []*mx.Array{mx.AsType(v[0], mx.Float32), mx.AsType(g[0], mx.Float32)}
@@ -272,4 +266,13 @@ func TestKeptWeightMatchesDequantized(t *testing.T) {
 			}
 		}
 	}
+}
+
+// tanhChain is x through tanh(x·Wᵀ) for each 4-bit weight (group 64) of ws, in order: a
+// chain of frozen quantized linears to differentiate.
+func tanhChain(x *mx.Array, ws [][3]*mx.Array) *mx.Array {
+	for _, w := range ws {
+		x = mx.Tanh(mx.QuantizedMatmul(x, w[0], w[1], w[2], true, 64, 4))
+	}
+	return x
 }
