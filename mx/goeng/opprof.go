@@ -31,7 +31,7 @@ type OpProfile struct {
 	nested  int // > 0 inside a VJP: its inner ops are part of it
 	pending opStat
 	stats   map[string]*opStat
-	stop    func()
+	stop    []func()
 	start   time.Time
 	total   time.Duration
 }
@@ -43,6 +43,7 @@ type opStat struct {
 	regions    int           // regions of two or more workers
 	workerSum  int           // Σ workers over those regions
 	maxWorkers int
+	flops      int64 // of the matrix products it ran (sgemm), 2 per multiply-add
 	// ideal is what the parallel regions would take on GOMAXPROCS free cores: each
 	// region's work (its wall time × the cores it could use here, min(workers,
 	// NumCPU)) over min(workers, GOMAXPROCS). On a machine with fewer cores than
@@ -57,6 +58,7 @@ func (s *opStat) add(o *opStat) {
 	s.regions += o.regions
 	s.workerSum += o.workerSum
 	s.maxWorkers = max(s.maxWorkers, o.maxWorkers)
+	s.flops += o.flops
 	s.ideal += o.ideal
 }
 
@@ -75,7 +77,7 @@ func StartOpProfile() *OpProfile {
 	p := &OpProfile{stats: map[string]*opStat{}}
 	p.start = time.Now()
 	p.last = p.start
-	p.stop = par.Observe(p.region)
+	p.stop = []func(){par.Observe(p.region), par.ObserveFlops(p.countFlops)}
 	activeProfile.Store(p)
 	return p
 }
@@ -83,7 +85,9 @@ func StartOpProfile() *OpProfile {
 // Stop ends the profile.
 func (p *OpProfile) Stop() {
 	activeProfile.CompareAndSwap(p, nil)
-	p.stop()
+	for _, stop := range p.stop {
+		stop()
+	}
 	p.mu.Lock()
 	p.total = time.Since(p.start)
 	p.mu.Unlock()
@@ -100,6 +104,25 @@ func (p *OpProfile) region(workers int, wall time.Duration) {
 		p.pending.ideal += wall * time.Duration(here) / time.Duration(there)
 	}
 	p.pending.maxWorkers = max(p.pending.maxWorkers, workers)
+}
+
+// Flops is the floating-point operations of the matrix products run while the profile was
+// on (2 per multiply-add, as sgemm was asked for them).
+func (p *OpProfile) Flops() int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var n int64
+	for _, s := range p.stats {
+		n += s.flops
+	}
+	return n + p.pending.flops
+}
+
+// countFlops charges a product's floating-point operations to the op running it.
+func (p *OpProfile) countFlops(flops int64) {
+	p.mu.Lock()
+	p.pending.flops += flops
+	p.mu.Unlock()
 }
 
 // mark charges the time since the previous mark to op.
@@ -182,6 +205,12 @@ func (p *OpProfile) WriteReport(w io.Writer, steps int) {
 		tot.add(s)
 	}
 	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) / float64(steps) }
+	rate := func(s opStat) string {
+		if s.flops == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.1f", gflops(s.flops, s.wall))
+	}
 	avgW := func(s opStat) float64 {
 		if s.regions == 0 {
 			return 1
@@ -191,6 +220,8 @@ func (p *OpProfile) WriteReport(w io.Writer, steps int) {
 	fmt.Fprintf(w, "per step (%d steps): wall %.1f ms, in parallel regions %.1f ms (%.1f %%), serial %.1f ms, %d ops, %d parallel regions\n",
 		steps, ms(tot.wall), ms(tot.parWall), 100*float64(tot.parWall)/float64(max(tot.wall, 1)), ms(tot.serial()),
 		tot.calls/steps, tot.regions/steps)
+	fmt.Fprintf(w, "products (sgemm): %.3f GFLOP per step, %.1f GFLOP/s over the wall time, %.1f GFLOP/s over the ops that ran them\n",
+		float64(tot.flops)/1e9/float64(steps), gflops(tot.flops, tot.wall), gflops(tot.flops, productWall(p.stats)))
 	fmt.Fprintf(w, "predicted on %d free cores (%d here): %.1f ms, of it serial %.1f ms (%.1f %%)\n",
 		runtime.GOMAXPROCS(0), runtime.NumCPU(), ms(tot.predicted()), ms(tot.serial()),
 		100*float64(tot.serial())/float64(max(tot.predicted(), 1)))
@@ -203,17 +234,36 @@ func (p *OpProfile) WriteReport(w io.Writer, steps int) {
 	}
 	slices.SortFunc(ops, bySerial)
 	slices.SortFunc(rows, bySerial)
-	fmt.Fprintf(w, "\n%-36s %8s %8s %7s %8s %6s %8s %7s\n", "by op", "serial", "wall", "par", "pred", "calls", "regions", "workers")
+	fmt.Fprintf(w, "\n%-36s %8s %8s %7s %8s %6s %8s %7s %8s\n", "by op", "serial", "wall", "par", "pred", "calls", "regions", "workers", "GFLOP/s")
 	for _, r := range ops {
-		fmt.Fprintf(w, "%-36s %8.2f %8.2f %7.2f %8.2f %6d %8d %7.1f\n", r.key, ms(r.s.serial()), ms(r.s.wall), ms(r.s.parWall),
-			ms(r.s.predicted()), r.s.calls/steps, r.s.regions/steps, avgW(r.s))
+		fmt.Fprintf(w, "%-36s %8.2f %8.2f %7.2f %8.2f %6d %8d %7.1f %8s\n", r.key, ms(r.s.serial()), ms(r.s.wall), ms(r.s.parWall),
+			ms(r.s.predicted()), r.s.calls/steps, r.s.regions/steps, avgW(r.s), rate(r.s))
 	}
 	fmt.Fprintf(w, "\nby op and output shape (top 60 by serial time)\n")
 	for i, r := range rows {
 		if i == 60 {
 			break
 		}
-		fmt.Fprintf(w, "%-48s %8.2f %8.2f %7.2f %8.2f %6d %8d %7.1f\n", r.key, ms(r.s.serial()), ms(r.s.wall), ms(r.s.parWall),
-			ms(r.s.predicted()), r.s.calls/steps, r.s.regions/steps, avgW(r.s))
+		fmt.Fprintf(w, "%-48s %8.2f %8.2f %7.2f %8.2f %6d %8d %7.1f %8s\n", r.key, ms(r.s.serial()), ms(r.s.wall), ms(r.s.parWall),
+			ms(r.s.predicted()), r.s.calls/steps, r.s.regions/steps, avgW(r.s), rate(r.s))
 	}
+}
+
+// gflops is flops over d in GFLOP/s (0 for no time).
+func gflops(flops int64, d time.Duration) float64 {
+	if d <= 0 {
+		return 0
+	}
+	return float64(flops) / d.Seconds() / 1e9
+}
+
+// productWall is the wall time of the ops that ran matrix products.
+func productWall(stats map[string]*opStat) time.Duration {
+	var d time.Duration
+	for _, s := range stats {
+		if s.flops > 0 {
+			d += s.wall
+		}
+	}
+	return d
 }

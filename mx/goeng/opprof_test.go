@@ -30,6 +30,19 @@ func TestOpProfileChargesOps(t *testing.T) {
 			t.Errorf("report lacks %q:\n%s", want, r)
 		}
 	}
+	// The forward's x·x and the VJP's g·xᵀ and xᵀ·g, not the product after Stop.
+	if got, want := p.Flops(), int64(3*2*64*64*64); got != want {
+		t.Errorf("Flops() = %d, want %d", got, want)
+	}
+	if !regexp.MustCompile(`(?m)^matmul +.* [0-9]+\.[0-9]$`).MatchString(r) {
+		t.Errorf("report gives matmul no GFLOP/s:\n%s", r)
+	}
+	if !regexp.MustCompile(`(?m)^tanh +.* -$`).MatchString(r) {
+		t.Errorf("report gives tanh a GFLOP/s:\n%s", r)
+	}
+	if !strings.Contains(r, "products (sgemm): 0.002 GFLOP per step") {
+		t.Errorf("report lacks the step's products:\n%s", r)
+	}
 	if n := len(regexp.MustCompile(`(?m)^matmul +[0-9]`).FindAllString(r, -1)); n != 1 {
 		t.Errorf("%d summary lines for matmul, want 1:\n%s", n, r)
 	}

@@ -1,19 +1,20 @@
 // Package par is the go engine's fork-join parallelism, shared by goeng, sgemm and quant
 // so that every parallel region of a training step starts its goroutines the same way and
-// can be observed in one place.
+// can be observed in one place, and the products report their floating-point operations to
+// a FlopCounter the same way.
 //
 // Run starts a region of a given number of workers (the caller is one of them) and waits
 // for all of them; For cuts a range into contiguous chunks on such a region. Neither
 // decides anything about results: callers split work so that each output element is
 // computed by exactly one worker in a fixed order, so bits never depend on GOMAXPROCS.
 // The workers other than the caller are pooled helper goroutines that spin briefly
-// between regions (see pool.go): that pool and the observer below are the package's only
-// state, and neither is read by any result.
+// between regions (see pool.go): that pool and the two profiling hooks below are the
+// package's only state, and none of them is read by any result.
 //
 // An Observer (a profiling hook, off unless a test or benchmark installs one) is told the
 // worker count and wall time of every outermost region, inline ones included (workers 1),
 // so that an op's time can be split into the part spent on one goroutine and the part
-// spread over several.
+// spread over several; a FlopCounter is told the size of every matrix product.
 package par
 
 import (
@@ -32,8 +33,8 @@ const MinChunkWork = 8192
 // on (1: inline on the caller) and its wall time.
 type Observer func(workers int, wall time.Duration)
 
-// observer is the installed profiling hook, nil unless Observe set one. It is the only
-// package state: a process-wide switch for a measurement, never read by any result.
+// observer is the installed profiling hook, nil unless Observe set one: a process-wide
+// switch for a measurement, never read by any result.
 var observer atomic.Pointer[Observer]
 
 // depth counts the regions running inside an observed region, so nested ones (a product
@@ -45,6 +46,32 @@ var depth atomic.Int32
 func Observe(o Observer) (stop func()) {
 	observer.Store(&o)
 	return func() { observer.CompareAndSwap(&o, nil) }
+}
+
+// FlopCounter receives the floating-point operations (2 per multiply-add) of every matrix
+// product as it starts; see ObserveFlops.
+type FlopCounter func(flops int64)
+
+// flopCounter is the installed counting hook, nil unless ObserveFlops set one: like
+// observer, a process-wide switch for a measurement, never read by any result.
+var flopCounter atomic.Pointer[FlopCounter]
+
+// ObserveFlops installs c until the returned function is called, so that a profile can
+// state how fast the products it times ran; only one is active at a time.
+func ObserveFlops(c FlopCounter) (stop func()) {
+	flopCounter.Store(&c)
+	return func() { flopCounter.CompareAndSwap(&c, nil) }
+}
+
+// CountingFlops says whether a FlopCounter is installed, so that callers skip adding up
+// their products' sizes when nobody reads them.
+func CountingFlops() bool { return flopCounter.Load() != nil }
+
+// CountFlops hands flops to the installed FlopCounter, if any.
+func CountFlops(flops int64) {
+	if c := flopCounter.Load(); c != nil {
+		(*c)(flops)
+	}
 }
 
 // observe wraps a region; it returns the function to call when the region ends.

@@ -54,3 +54,23 @@ func TestObserverSeesOutermostRegions(t *testing.T) {
 		t.Errorf("reports %v, want [3 1 4]", got)
 	}
 }
+
+// TestFlopCounterHearsCounts wants an installed FlopCounter to receive every count, and
+// CountingFlops to say whether one is installed.
+func TestFlopCounterHearsCounts(t *testing.T) {
+	if CountingFlops() {
+		t.Fatal("a counter is installed before ObserveFlops")
+	}
+	var sum int64
+	stop := ObserveFlops(func(n int64) { sum += n })
+	if !CountingFlops() {
+		t.Error("CountingFlops is false with a counter installed")
+	}
+	CountFlops(6)
+	CountFlops(10)
+	stop()
+	CountFlops(100)
+	if sum != 16 || CountingFlops() {
+		t.Errorf("sum %d, counting %v after stop; want 16, false", sum, CountingFlops())
+	}
+}

@@ -183,6 +183,13 @@ func releaseShared(plans []plan) {
 // each problem is one task; every goroutine is meant to get about two tasks' worth of
 // work, so a problem gets tiles in proportion to its share of the multiply-adds.
 func runBatch(ps []*problem, ks kernels, workers int) {
+	if par.CountingFlops() {
+		var flops int64
+		for _, p := range ps {
+			flops += 2 * int64(p.m) * int64(p.n) * int64(p.k)
+		}
+		par.CountFlops(flops)
+	}
 	plans, first, sz, workers := planBatch(ps, ks, workers)
 	if len(plans) == 0 {
 		return
