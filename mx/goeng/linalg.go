@@ -264,8 +264,10 @@ func takeAlongKernel(x, idx *tensor, axis int) *tensor {
 }
 
 // scatterAddF32 adds g's elements into a zero tensor of shape at the flat positions pos.
+// The zeros are cleared on every core: the target logits' cotangent at the real geometry
+// is [rows, 262144], whose clearing on this goroutine alone was 16 ms of a 16-thread step.
 func scatterAddF32(shape []int, g []float32, pos []int) []float32 {
-	out := make([]float32, dims.Numel(shape))
+	out := zerosF32(dims.Numel(shape))
 	for i, p := range pos {
 		out[p] += g[i]
 	}

@@ -12,5 +12,7 @@
 // counted like any other slice.
 //
 // The contents are arbitrary: use it only where every element is written before any is
-// read. Small slices, and builds tagged purego, use make.
+// read. Small slices, and builds tagged purego, use make. Builds tagged uninitnan fill
+// every large slice with NaN, so that tests catch an element left unwritten (CI runs the
+// go engine's and the model's tests so).
 package uninit

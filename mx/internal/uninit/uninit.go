@@ -1,11 +1,8 @@
-//go:build !purego
+//go:build !purego && !uninitnan
 
 package uninit
 
 import "unsafe"
-
-//go:linkname mallocgc runtime.mallocgc
-func mallocgc(size uintptr, typ unsafe.Pointer, needzero bool) unsafe.Pointer
 
 // Float32s returns a slice of n float32s with arbitrary contents.
 func Float32s(n int) []float32 {
