@@ -81,3 +81,17 @@ func BenchmarkMLPStep(b *testing.B) {
 	}
 	reportGFLOPs(b, 3*2*2*batch*in*hidden)
 }
+
+// BenchmarkArgpartitionRouter is the router's top-k selection at the bench preset: 384
+// tokens over 32 experts, and the real geometry's 128.
+func BenchmarkArgpartitionRouter(b *testing.B) {
+	for _, experts := range []int{32, 128} {
+		b.Run(fmt.Sprintf("384x%d", experts), func(b *testing.B) {
+			e := mxtest.Go(b)
+			x := mxtest.RandN(e, newRand(6), 384, experts)
+			for b.Loop() {
+				mx.Eval(mx.Argpartition(x, experts-4, -1))
+			}
+		})
+	}
+}

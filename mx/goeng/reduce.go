@@ -361,16 +361,7 @@ func argsortKernel(x *tensor, axis int) *tensor {
 		parallelFor(rows, d*8, func(lo, hi int) {
 			for r := lo; r < hi; r++ {
 				row, idx := in[r*d:(r+1)*d], out[r*d:(r+1)*d]
-				for i := range idx {
-					idx[i] = int32(i)
-				}
-				sort.SliceStable(idx, func(a, b int) bool {
-					va, vb := row[idx[a]], row[idx[b]]
-					if va != va {
-						return false
-					}
-					return vb != vb || va < vb
-				})
+				argsortFloatRow(row, idx)
 			}
 		})
 	} else {
@@ -386,6 +377,37 @@ func argsortKernel(x *tensor, axis int) *tensor {
 		}
 	}
 	return restoreAxis(newTensor(xt.shape, mx.Int32, out), inv)
+}
+
+// insertionMaxRow is the longest row argsortFloatRow sorts by insertion: a router's
+// top-k over its experts, 32 at the bench preset and 128 at the real geometry (384 rows on
+// 2 cores: 420 → 90 µs and 2.9 → 1.9 ms against sort.SliceStable and its closure).
+const insertionMaxRow = 128
+
+// argsortFloatRow sets idx to the stable argsort of row, NaNs last: ascending by value,
+// ties in index order. Stable sorting has one answer, so the insertion sort of short rows
+// and sort.SliceStable give the same indices.
+func argsortFloatRow(row []float32, idx []int32) {
+	for i := range idx {
+		idx[i] = int32(i)
+	}
+	// less is the order: a NaN is never less than anything, and everything else is less
+	// than a NaN.
+	less := func(va, vb float32) bool { return va == va && (vb != vb || va < vb) }
+	if len(row) > insertionMaxRow {
+		sort.SliceStable(idx, func(a, b int) bool { return less(row[idx[a]], row[idx[b]]) })
+		return
+	}
+	for i := 1; i < len(idx); i++ {
+		cur := idx[i]
+		v := row[cur]
+		j := i
+		for j > 0 && less(v, row[idx[j-1]]) {
+			idx[j] = idx[j-1]
+			j--
+		}
+		idx[j] = cur
+	}
 }
 
 // countingArgsort sets idx to the stable argsort of row (what sort.SliceStable gives) by

@@ -29,7 +29,7 @@ const (
 	// more.
 	mcPackedMax = 516
 	// ncMax bounds the packed B slab (kc×ncMax, 512 KiB), which lives in L2/L3.
-	ncMax = 512
+	ncMax = 1024
 
 	// smallM: with at most this many rows, each element of B is used so few
 	// times that packing it would cost as much as the product; B is streamed
