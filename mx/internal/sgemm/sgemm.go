@@ -28,7 +28,9 @@ const (
 	// (bigB): the packed A block (mcPackedMax×kc, 512 KiB) still fits an L2 of 1 MiB or
 	// more.
 	mcPackedMax = 516
-	// ncMax bounds the packed B slab (kc×ncMax, 512 KiB), which lives in L2/L3.
+	// ncMax bounds the packed B slab (kc×ncMax, 1 MiB), which lives in L2/L3 (2 MiB of
+	// L2 a core on the device's Xeon; against 512 columns, bench preset on 2 threads:
+	// float32 951 → 1001 tokens/s, 4-bit 1080 → 1090, medians of 4 alternating rounds).
 	ncMax = 1024
 
 	// smallM: with at most this many rows, each element of B is used so few
