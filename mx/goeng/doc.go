@@ -10,7 +10,7 @@
 // slice) are materialised. Memory is managed by Go's garbage collector, so Free and
 // scopes are no-ops beyond dropping references.
 //
-// Besides mx.Engine it has the optional capabilities mx.AdamStepper, mx.AdamStepperAll, mx.GeGLUSplitter,
+// Besides mx.Engine it has the optional capabilities mx.AdamStepper, mx.AdamStepperAll, mx.GeGLUSplitter, mx.NormRoPEr,
 // mx.TakeWeightedSummer and mx.LoRALinearer, each computing what the op-by-op composition
 // would (bit for bit, or where a doc comment says otherwise to float32 rounding) in one op. An Engine keeps
 // one piece of state: a small cache of RoPE's cosine and sine tables (read only once made).

@@ -347,20 +347,33 @@ func ropeKernel(e *Engine, x *tensor, p mx.RoPEParams, freqs *tensor, sign float
 			row, dst := in[r*d:(r+1)*d], out[r*d:(r+1)*d]
 			copy(dst, row) // the dimensions past p.Dims pass through
 			c, sn := cos[t*half:(t+1)*half], sin[t*half:(t+1)*half]
+			if !p.Traditional {
+				rotateHalf(dst, row, c, sn)
+				continue
+			}
 			for i := range half {
-				var a, b int
-				if p.Traditional {
-					a, b = 2*i, 2*i+1
-				} else {
-					a, b = i, i+half
-				}
-				x1, x2 := row[a], row[b]
-				dst[a] = x1*c[i] - x2*sn[i]
-				dst[b] = x2*c[i] + x1*sn[i]
+				x1, x2 := row[2*i], row[2*i+1]
+				dst[2*i] = x1*c[i] - x2*sn[i]
+				dst[2*i+1] = x2*c[i] + x1*sn[i]
 			}
 		}
 	})
 	return fromF32(x.shape, x.dt, out)
+}
+
+// rotateHalf is RoPE's rotate-half rotation of the first 2·len(c) features of src into
+// dst, pairing feature i with i + len(c), with the cosines c and sines sn of one position:
+// ropeKernel's and NormRoPE's one definition of it, so that their values agree to the bit.
+func rotateHalf(dst, src, c, sn []float32) {
+	half := len(c)
+	sn = sn[:half]
+	lo, hi := src[:half], src[half:2*half]
+	dlo, dhi := dst[:half], dst[half:2*half]
+	for i := range half {
+		x1, x2 := lo[i], hi[i]
+		dlo[i] = x1*c[i] - x2*sn[i]
+		dhi[i] = x2*c[i] + x1*sn[i]
+	}
 }
 
 // ropeTables returns cos(a) and sign·sin(a) for the angles a = (offset + t)·scale·inv[i],

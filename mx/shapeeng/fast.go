@@ -53,6 +53,35 @@ func (e *Engine) RoPE(hx mx.Handle, p mx.RoPEParams) mx.Handle {
 	})
 }
 
+// NormRoPE implements mx.NormRoPEr as goeng does for float32 operands (nil, the
+// composition, otherwise): one output, the rows' scales kept for the VJP, which makes the
+// unrotated cotangent [B, L, H, D] and then RMSNorm's.
+func (e *Engine) NormRoPE(hx, hw mx.Handle, eps float64, p mx.RoPEParams) mx.Handle {
+	x, w := h(hx), h(hw)
+	if p.Freqs == nil || p.Traditional || x.dt != mx.Float32 || w.dt != mx.Float32 || len(x.shape) != 4 || p.Dims != x.shape[3] {
+		return nil
+	}
+	e.tick()
+	f := h(p.Freqs)
+	rows := x.size() / max(x.shape[3], 1)
+	scales := e.fresh([]int{rows}, mx.Float32, "norm_rope")
+	out := e.elementwise("norm_rope", []int{x.shape[0], x.shape[2], x.shape[1], x.shape[3]}, mx.Float32, x, w, f)
+	return e.record(out, "norm_rope", []*array{x, w, f}, func(g *array) []*array {
+		e.read(x, w, g, scales)
+		gn := e.fresh(x.shape, mx.Float32, labelBackward)
+		res := []*array{nil, nil, nil}
+		if x.node != nil {
+			res[0] = e.fresh(x.shape, mx.Float32, labelBackward)
+		}
+		if w.node != nil {
+			e.temp(8*int64((rows+63)/64*x.shape[3]), labelBackward) // float64 sums per block of rows
+			res[1] = e.fresh(w.shape, mx.Float32, labelBackward)
+		}
+		e.read(gn)
+		return res
+	})
+}
+
 func (e *Engine) GeGLU(hg, hu mx.Handle) mx.Handle {
 	e.tick()
 	gate, up := h(hg), h(hu)

@@ -76,6 +76,7 @@ var (
 	_ mx.Engine             = (*Engine)(nil)
 	_ mx.LoRALinearer       = (*Engine)(nil)
 	_ mx.GeGLUSplitter      = (*Engine)(nil)
+	_ mx.NormRoPEr          = (*Engine)(nil)
 	_ mx.TakeWeightedSummer = (*Engine)(nil)
 	_ mx.AdamStepper        = (*Engine)(nil)
 	_ mx.AdamStepperAll     = (*Engine)(nil)
