@@ -41,7 +41,8 @@ func decodeN8AVX2(words *uint32, wpr int, sc, bi *float32, ng int, dst *float32,
 
 // decodeN16Rows is decodeN16Go for rows consecutive rows of W — row r's words at
 // words[r·wpr:], its group's scale and bias at scales[r·ng] and biases[r·ng], its panel
-// rows at dst[r·16:] — through AVX2 where the CPU has it (same values), in one call.
+// rows at dst[r·16:] — through AVX2 where the CPU has it, and for 4-bit codes AVX-512
+// (same values), in one call.
 func decodeN16Rows(bits int, words []uint32, wpr int, scales, biases []float32, ng int, dst []float32, stride, n, rows int) {
 	if n <= 0 || rows <= 0 {
 		return
@@ -54,15 +55,22 @@ func decodeN16Rows(bits int, words []uint32, wpr int, scales, biases []float32, 
 	_ = scales[(rows-1)*ng]
 	_ = biases[(rows-1)*ng]
 	_ = dst[(rows-1)*16+(n-1)*stride+15]
-	if bits == 4 {
+	switch {
+	case bits == 4 && hasAVX512:
+		decodeN4AVX512(&words[0], wpr, &scales[0], &biases[0], ng, &dst[0], stride, n, rows)
+	case bits == 4:
 		decodeN4AVX2(&words[0], wpr, &scales[0], &biases[0], ng, &dst[0], stride, n, rows)
-	} else {
+	default:
 		decodeN8AVX2(&words[0], wpr, &scales[0], &biases[0], ng, &dst[0], stride, n, rows)
 	}
 }
 
-// hasAVX512 says whether the CPU (and the OS) runs AVX-512F, for decodeT4x16AVX512.
+// hasAVX512 says whether the CPU (and the OS) runs AVX-512F, for decodeT4x16AVX512 and
+// decodeN4AVX512.
 var hasAVX512 = cpu.X86.HasAVX512F && cpu.X86.HasAVX2
+
+//go:noescape
+func decodeN4AVX512(words *uint32, wpr int, sc, bi *float32, ng int, dst *float32, stride, n, rows int)
 
 //go:noescape
 func decodeT4x16AVX512(words *uint32, wstride int, sc, bi *float32, dst *float32, ldd, n int)

@@ -37,3 +37,33 @@ func TestDecodeT4x16AVX512(t *testing.T) {
 		}
 	}
 }
+
+// TestDecodeN4AVX512: the AVX-512 4-bit row decoder, called directly, writes the portable
+// decoder's values bit for bit — one row and several (rows words apart by a stride wider
+// than a group, scales by more than one group), panel rows a stride apart — and nothing
+// past each row's sixteen values or after the last panel row. (TestPackN16MatchesSlow
+// takes it through decodeN16Rows only where the CPU has it.)
+func TestDecodeN4AVX512(t *testing.T) {
+	cputest.RequireAVX512(t, hasAVX512)
+	rng := rand.New(rand.NewPCG(49, 50))
+	const wpr, ng, stride = 37, 3, 5*16 + 16
+	words := make([]uint32, 7*wpr)
+	for i := range words {
+		words[i] = rng.Uint32()
+	}
+	scales, biases := make([]float32, 7*ng), make([]float32, 7*ng)
+	for i := range scales {
+		scales[i], biases[i] = float32(rng.NormFloat64()), float32(rng.NormFloat64())
+	}
+	for _, c := range []struct{ n, rows int }{{1, 1}, {4, 1}, {2, 3}, {8, 5}} {
+		size := (c.n-1)*stride + 16*c.rows + stride // past the last panel row, which must stay NaN
+		got, want := nans(size), nans(size)
+		decodeN4AVX512(&words[0], wpr, &scales[0], &biases[0], ng, &got[0], stride, c.n, c.rows)
+		for r := range c.rows {
+			decodeN16Go(4, words[r*wpr:], scales[r*ng], biases[r*ng], want[r*16:], stride, c.n)
+		}
+		if !slices.Equal(bitsOf(got), bitsOf(want)) {
+			t.Fatalf("%d panel rows, %d rows: %v, want %v", c.n, c.rows, got, want)
+		}
+	}
+}

@@ -113,3 +113,42 @@ func BenchmarkExpertsColdB(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkLinearColdB is a float32 linear's product at the bench preset's training size
+// (384 rows through a 512×512 and a 512×1024 weight, B transposed as in the forward x·Wᵀ
+// and not as in the backward g·W), one product a call with its weight cold (a pool of
+// 128 MiB), as each of a step's linears streams its weight from memory; with and without
+// prefetching.
+func BenchmarkLinearColdB(b *testing.B) {
+	const rows, pool = 384, 128 << 20
+	rng := rand.New(rand.NewPCG(43, 44))
+	for _, s := range [][2]int{{512, 512}, {512, 1024}} {
+		k, n := s[0], s[1]
+		ws := make([][]float32, pool/4/(k*n))
+		for i := range ws {
+			ws[i] = randMat(rng, k*n)
+		}
+		a := randMat(rng, rows*k)
+		c := make([]float32, rows*n)
+		for _, tb := range []Trans{Transposed, NoTrans} {
+			ldb := n
+			if tb {
+				ldb = k
+			}
+			for _, kn := range []struct {
+				name string
+				ks   kernels
+			}{{"prefetch", defaultKernels()}, {"noprefetch", withoutPrefetch(defaultKernels())}} {
+				b.Run(fmt.Sprintf("%dx%dx%d/tb=%v/%s", rows, k, n, tb, kn.name), func(b *testing.B) {
+					i := 0
+					for b.Loop() {
+						p := problem{tb: tb, m: rows, n: n, k: k, a: a, lda: k, b: ws[i], ldb: ldb, c: c, ldc: n}
+						p.run(kn.ks, maxProcs())
+						i = (i + 1) % len(ws)
+					}
+					b.ReportMetric(2*float64(rows*k*n)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+				})
+			}
+		}
+	}
+}
