@@ -74,12 +74,88 @@ GLOBL nshifts16<>(SB), RODATA|NOPTR, $64
 	ADDQ      BX, DI;      \
 	VPSRLD    $4, Z0, Z0
 
+// Qword indices for VPERMI2Q (0–7: the first table, 8–15: the second) that join the
+// 128-bit lanes 0 and 2 (qperm0) or 1 and 3 (qperm1) of two registers pairwise: the last
+// step of the sixteen-row transpose in decodeT4x16AVX512.
+DATA qperm0<>+0(SB)/8, $0
+DATA qperm0<>+8(SB)/8, $1
+DATA qperm0<>+16(SB)/8, $8
+DATA qperm0<>+24(SB)/8, $9
+DATA qperm0<>+32(SB)/8, $4
+DATA qperm0<>+40(SB)/8, $5
+DATA qperm0<>+48(SB)/8, $12
+DATA qperm0<>+56(SB)/8, $13
+GLOBL qperm0<>(SB), RODATA|NOPTR, $64
+DATA qperm1<>+0(SB)/8, $2
+DATA qperm1<>+8(SB)/8, $3
+DATA qperm1<>+16(SB)/8, $10
+DATA qperm1<>+24(SB)/8, $11
+DATA qperm1<>+32(SB)/8, $6
+DATA qperm1<>+40(SB)/8, $7
+DATA qperm1<>+48(SB)/8, $14
+DATA qperm1<>+56(SB)/8, $15
+GLOBL qperm1<>(SB), RODATA|NOPTR, $64
+
+// T16WORD is T16ROW eight times on the sixteen words in zs (one block: its eight codes,
+// lowest first, as eight panel rows), with Z28 as the scratch register.
+#define T16WORD(zs) \
+	VPERMPS Z9, zs, Z28;   \
+	VMULPS  Z10, Z28, Z28; \
+	VADDPS  Z11, Z28, Z28; \
+	VMOVUPS Z28, (DI);     \
+	ADDQ    BX, DI;        \
+	VPSRLD  $4, zs, zs;    \
+	VPERMPS Z9, zs, Z28;   \
+	VMULPS  Z10, Z28, Z28; \
+	VADDPS  Z11, Z28, Z28; \
+	VMOVUPS Z28, (DI);     \
+	ADDQ    BX, DI;        \
+	VPSRLD  $4, zs, zs;    \
+	VPERMPS Z9, zs, Z28;   \
+	VMULPS  Z10, Z28, Z28; \
+	VADDPS  Z11, Z28, Z28; \
+	VMOVUPS Z28, (DI);     \
+	ADDQ    BX, DI;        \
+	VPSRLD  $4, zs, zs;    \
+	VPERMPS Z9, zs, Z28;   \
+	VMULPS  Z10, Z28, Z28; \
+	VADDPS  Z11, Z28, Z28; \
+	VMOVUPS Z28, (DI);     \
+	ADDQ    BX, DI;        \
+	VPSRLD  $4, zs, zs;    \
+	VPERMPS Z9, zs, Z28;   \
+	VMULPS  Z10, Z28, Z28; \
+	VADDPS  Z11, Z28, Z28; \
+	VMOVUPS Z28, (DI);     \
+	ADDQ    BX, DI;        \
+	VPSRLD  $4, zs, zs;    \
+	VPERMPS Z9, zs, Z28;   \
+	VMULPS  Z10, Z28, Z28; \
+	VADDPS  Z11, Z28, Z28; \
+	VMOVUPS Z28, (DI);     \
+	ADDQ    BX, DI;        \
+	VPSRLD  $4, zs, zs;    \
+	VPERMPS Z9, zs, Z28;   \
+	VMULPS  Z10, Z28, Z28; \
+	VADDPS  Z11, Z28, Z28; \
+	VMOVUPS Z28, (DI);     \
+	ADDQ    BX, DI;        \
+	VPSRLD  $4, zs, zs;    \
+	VPERMPS Z9, zs, Z28;   \
+	VMULPS  Z10, Z28, Z28; \
+	VADDPS  Z11, Z28, Z28; \
+	VMOVUPS Z28, (DI);     \
+	ADDQ    BX, DI
+
 // func decodeT4x16AVX512(words *uint32, wstride int, sc, bi *float32, dst *float32, ldd, n int)
 //
 // decodeT4AVX2 for sixteen rows at once: in block b (b < n), row i (i < 16) holds one
 // word at words[i·wstride + b], and its eight 4-bit codes are written down column i of
-// dst: dst[(8b + q)·ldd + i] = sc[i]·code_q + bi[i]. One gather brings a block's sixteen
-// words; each code step is then one panel row of sixteen values, with no transpose.
+// dst: dst[(8b + q)·ldd + i] = sc[i]·code_q + bi[i]. Each code step is one panel row of
+// sixteen values. Blocks go eight at a time: sixteen loads of eight words (one per row)
+// and a 16×8 transpose bring each block's sixteen words into one register (a gather per
+// block took about half the decoder's time); the blocks past the last eight take a gather
+// each.
 TEXT ·decodeT4x16AVX512(SB), NOSPLIT, $0-56
 	MOVQ         words+0(FP), SI
 	MOVQ         wstride+8(FP), AX
@@ -90,15 +166,101 @@ TEXT ·decodeT4x16AVX512(SB), NOSPLIT, $0-56
 	SHLQ         $2, BX
 	MOVQ         n+48(FP), CX
 	VPBROADCASTD AX, Z3
-	VMOVDQU32    iota16<>(SB), Z2
-	VPMULLD      Z3, Z2, Z2 // lane i: i·wstride
+	VMOVDQU32    iota16<>(SB), Z31
+	VPMULLD      Z3, Z31, Z31 // lane i: i·wstride, the gather's offsets
 	VMOVUPS      (R8), Z10
 	VMOVUPS      (R9), Z11
 	VMOVUPS      codes16<>(SB), Z9
+	VMOVDQU64    qperm0<>(SB), Z29
+	VMOVDQU64    qperm1<>(SB), Z30
+
+	// Row pointers: row i at SI + i·W (W = AX bytes, DX = 3W); R10, R11 and R12 are rows
+	// 4, 8 and 12.
+	SHLQ $2, AX
+	LEAQ (AX)(AX*2), DX
+	LEAQ (SI)(AX*4), R10
+	LEAQ (SI)(AX*8), R11
+	LEAQ (R10)(AX*8), R12
+	MOVQ CX, R13
+	SHRQ $3, R13 // whole runs of eight blocks
+	JZ   t16rest
+
+t16chunk:
+	// Z(i) = row i's eight words | row i+8's.
+	VMOVDQU      (SI), Y0
+	VINSERTI64X4 $1, (R11), Z0, Z0
+	VMOVDQU      (SI)(AX*1), Y1
+	VINSERTI64X4 $1, (R11)(AX*1), Z1, Z1
+	VMOVDQU      (SI)(AX*2), Y2
+	VINSERTI64X4 $1, (R11)(AX*2), Z2, Z2
+	VMOVDQU      (SI)(DX*1), Y3
+	VINSERTI64X4 $1, (R11)(DX*1), Z3, Z3
+	VMOVDQU      (R10), Y4
+	VINSERTI64X4 $1, (R12), Z4, Z4
+	VMOVDQU      (R10)(AX*1), Y5
+	VINSERTI64X4 $1, (R12)(AX*1), Z5, Z5
+	VMOVDQU      (R10)(AX*2), Y6
+	VINSERTI64X4 $1, (R12)(AX*2), Z6, Z6
+	VMOVDQU      (R10)(DX*1), Y7
+	VINSERTI64X4 $1, (R12)(DX*1), Z7, Z7
+
+	// An 8×8 transpose in each 256-bit half: pairs of rows, then quads, then the lanes.
+	VUNPCKLPS Z1, Z0, Z12
+	VUNPCKHPS Z1, Z0, Z13
+	VUNPCKLPS Z3, Z2, Z14
+	VUNPCKHPS Z3, Z2, Z15
+	VUNPCKLPS Z5, Z4, Z16
+	VUNPCKHPS Z5, Z4, Z17
+	VUNPCKLPS Z7, Z6, Z18
+	VUNPCKHPS Z7, Z6, Z19
+	VUNPCKLPD Z14, Z12, Z0 // rows 0–3, words 0 and 4
+	VUNPCKHPD Z14, Z12, Z1 // words 1 and 5
+	VUNPCKLPD Z15, Z13, Z2 // words 2 and 6
+	VUNPCKHPD Z15, Z13, Z3 // words 3 and 7
+	VUNPCKLPD Z18, Z16, Z4 // rows 4–7
+	VUNPCKHPD Z18, Z16, Z5
+	VUNPCKLPD Z19, Z17, Z6
+	VUNPCKHPD Z19, Z17, Z7
+	VMOVDQA64 Z29, Z20
+	VPERMI2Q  Z4, Z0, Z20  // word 0 of rows 0–15
+	VMOVDQA64 Z29, Z21
+	VPERMI2Q  Z5, Z1, Z21  // word 1
+	VMOVDQA64 Z29, Z22
+	VPERMI2Q  Z6, Z2, Z22  // word 2
+	VMOVDQA64 Z29, Z23
+	VPERMI2Q  Z7, Z3, Z23  // word 3
+	VMOVDQA64 Z30, Z24
+	VPERMI2Q  Z4, Z0, Z24  // word 4
+	VMOVDQA64 Z30, Z25
+	VPERMI2Q  Z5, Z1, Z25  // word 5
+	VMOVDQA64 Z30, Z26
+	VPERMI2Q  Z6, Z2, Z26  // word 6
+	VMOVDQA64 Z30, Z27
+	VPERMI2Q  Z7, Z3, Z27  // word 7
+
+	T16WORD(Z20)
+	T16WORD(Z21)
+	T16WORD(Z22)
+	T16WORD(Z23)
+	T16WORD(Z24)
+	T16WORD(Z25)
+	T16WORD(Z26)
+	T16WORD(Z27)
+
+	ADDQ $32, SI
+	ADDQ $32, R10
+	ADDQ $32, R11
+	ADDQ $32, R12
+	DECQ R13
+	JNZ  t16chunk
+
+t16rest:
+	ANDQ $7, CX
+	JZ   t16done
 
 t16block:
 	KXNORW     K1, K1, K1
-	VPGATHERDD (SI)(Z2*4), K1, Z0
+	VPGATHERDD (SI)(Z31*4), K1, Z0
 	T16ROW
 	T16ROW
 	T16ROW
@@ -110,6 +272,8 @@ t16block:
 	ADDQ       $4, SI
 	DECQ       CX
 	JNZ        t16block
+
+t16done:
 	VZEROUPPER
 	RET
 
