@@ -33,3 +33,51 @@ func BenchmarkPackers(b *testing.B) {
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/(rows*cols), "ns/weight")
 	})
 }
+
+// BenchmarkPackersCold is BenchmarkPackers with the weight cold: each call decodes the
+// next of a pool of [512, 1024] 4-bit weights (words, scales and biases, 384 MiB in all:
+// past the last-level cache of the machines this runs on), as a training step's
+// decoders read every weight from memory.
+func BenchmarkPackersCold(b *testing.B) {
+	const rows, cols, kb = 512, 1024, 256
+	p := Params{Bits: 4, GroupSize: 64}
+	wpr, ng := PackedCols(cols, p.Bits), cols/p.GroupSize
+	per := rows*wpr*4 + 2*rows*ng*4
+	pool := make([]qmat, (384<<20)/per)
+	for i := range pool {
+		packed := make([]uint32, rows*wpr)
+		for j := range packed {
+			packed[j] = uint32(j*2654435761 + i)
+		}
+		scales, biases := make([]float32, rows*ng), make([]float32, rows*ng)
+		for j := range scales {
+			scales[j], biases[j] = 0.01, -0.08
+		}
+		pool[i] = newQmat(packed, scales, biases, rows, cols, p)
+	}
+	dst := make([]float32, kb*512)
+	b.Run("T", func(b *testing.B) {
+		i := 0
+		for b.Loop() {
+			w := pool[i%len(pool)]
+			for pc := 0; pc < cols; pc += kb {
+				w.packT(dst, pc, kb, 0, rows)
+			}
+			i++
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/(rows*cols), "ns/weight")
+	})
+	b.Run("N", func(b *testing.B) {
+		i := 0
+		for b.Loop() {
+			w := pool[i%len(pool)]
+			for pc := 0; pc < rows; pc += kb {
+				for j0 := 0; j0 < cols; j0 += 512 {
+					w.packN(dst, pc, kb, j0, 512)
+				}
+			}
+			i++
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/(rows*cols), "ns/weight")
+	})
+}
