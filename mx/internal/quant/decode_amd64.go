@@ -90,3 +90,17 @@ func decodeT16Run(bits int, words []uint32, wstride int, sc, bi *[16]float32, ds
 	_ = dst[(8*n-1)*ldd+15]
 	decodeT4x16AVX512(&words[0], wstride, &sc[0], &bi[0], &dst[0], ldd, n)
 }
+
+// prefetchRows hints p[i·stride] for i < n into L1 (decode_amd64.s).
+//
+//go:noescape
+func prefetchRows(p *float32, stride, n int)
+
+// hintRows hints rows r..r+n−1 of a row-major matrix m with row stride ld, at column
+// c, into L1 — where they exist; no value changes.
+func hintRows(m []float32, ld, r, n, c int) {
+	n = min(n, (len(m)-c+ld-1)/ld-r)
+	if n > 0 {
+		prefetchRows(&m[r*ld+c], ld, n)
+	}
+}

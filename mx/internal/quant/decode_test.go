@@ -145,3 +145,25 @@ func TestPackN16MatchesSlow(t *testing.T) {
 		}
 	}
 }
+
+// TestHintRowsStaysInside: hintRows takes only rows that exist — none past the matrix's
+// last row, at any column, whatever count it is asked for — so hinting the next panel's
+// scales at the last panel, or at a partial one, never reaches outside the slice (it
+// would panic).
+func TestHintRowsStaysInside(t *testing.T) {
+	const rows, ld = 37, 5
+	m := make([]float32, rows*ld)
+	for _, c := range []struct{ r, n, col int }{{0, 16, 0}, {30, 16, 4}, {36, 1, 4}, {37, 16, 0}, {52, 16, 2}, {21, 16, 3}, {0, 0, 0}} {
+		func() {
+			defer func() {
+				if e := recover(); e != nil {
+					t.Fatalf("rows %d+%d at column %d: %v", c.r, c.n, c.col, e)
+				}
+			}()
+			hintRows(m, ld, c.r, c.n, c.col)
+		}()
+	}
+	// A matrix cut short of its last row's later columns (an expert's slice ends there).
+	short := m[:rows*ld-2]
+	hintRows(short, ld, 30, 16, 4)
+}

@@ -102,7 +102,12 @@ func (w qmat) packT8x8(dst []float32, pc, kb, j0, nt int) {
 			clear(panel)
 		}
 		if nn == pw {
-			// A whole panel: its sixteen rows at once, one call per group.
+			// A whole panel: its sixteen rows at once, one call per group. The next
+			// panel's scales and biases are hinted first: each of its rows' sits on a line
+			// of its own, and a weight's streams from memory (on the device's Xeon this
+			// loop's loads of them took longer than the decoding).
+			hintRows(w.scales, w.ng, j0+jr+pw, pw, pc/gs)
+			hintRows(w.biases, w.ng, j0+jr+pw, pw, pc/gs)
 			var sc16, bi16 [pw]float32
 			for p := 0; p < kb; {
 				k := pc + p
