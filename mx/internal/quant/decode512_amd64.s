@@ -61,18 +61,30 @@ DATA nshifts16<>+56(SB)/4, $24
 DATA nshifts16<>+60(SB)/4, $28
 GLOBL nshifts16<>(SB), RODATA|NOPTR, $64
 
-// T16ROW dequantizes the low nibbles of the sixteen words in Z0 — code q of rows 0..15 —
+// T16STEP dequantizes the low nibbles of the sixteen words in zs — code q of rows 0..15 —
 // with the rows' scales Z10 and biases Z11 (a multiply, then an add: two roundings, as
-// the Go decoder computes s·q + b), stores them as one panel row at DI, moves DI on a row
-// and shifts the next code down. The codes become floats by lookup in Z9 (codes16), one
-// permute in place of a mask and a conversion: the same values.
-#define T16ROW \
-	VPERMPS   Z9, Z0, Z1;  \
-	VMULPS    Z10, Z1, Z1; \
-	VADDPS    Z11, Z1, Z1; \
-	VMOVUPS   Z1, (DI);    \
-	ADDQ      BX, DI;      \
-	VPSRLD    $4, Z0, Z0
+// the Go decoder computes s·q + b), stores them as one panel row at DI through zt, moves
+// DI on a row and shifts the next code down. The codes become floats by lookup in Z9
+// (codes16), one permute in place of a mask and a conversion: the same values.
+#define T16STEP(zs, zt) \
+	VPERMPS Z9, zs, zt;   \
+	VMULPS  Z10, zt, zt;  \
+	VADDPS  Z11, zt, zt;  \
+	VMOVUPS zt, (DI);     \
+	ADDQ    BX, DI;       \
+	VPSRLD  $4, zs, zs
+
+// T16WORD is T16STEP eight times: the eight codes of the sixteen words in zs (one
+// block), lowest first, as eight panel rows, with Z28 as the scratch register.
+#define T16WORD(zs) \
+	T16STEP(zs, Z28); \
+	T16STEP(zs, Z28); \
+	T16STEP(zs, Z28); \
+	T16STEP(zs, Z28); \
+	T16STEP(zs, Z28); \
+	T16STEP(zs, Z28); \
+	T16STEP(zs, Z28); \
+	T16STEP(zs, Z28)
 
 // Qword indices for VPERMI2Q (0–7: the first table, 8–15: the second) that join the
 // 128-bit lanes 0 and 2 (qperm0) or 1 and 3 (qperm1) of two registers pairwise: the last
@@ -95,57 +107,6 @@ DATA qperm1<>+40(SB)/8, $7
 DATA qperm1<>+48(SB)/8, $14
 DATA qperm1<>+56(SB)/8, $15
 GLOBL qperm1<>(SB), RODATA|NOPTR, $64
-
-// T16WORD is T16ROW eight times on the sixteen words in zs (one block: its eight codes,
-// lowest first, as eight panel rows), with Z28 as the scratch register.
-#define T16WORD(zs) \
-	VPERMPS Z9, zs, Z28;   \
-	VMULPS  Z10, Z28, Z28; \
-	VADDPS  Z11, Z28, Z28; \
-	VMOVUPS Z28, (DI);     \
-	ADDQ    BX, DI;        \
-	VPSRLD  $4, zs, zs;    \
-	VPERMPS Z9, zs, Z28;   \
-	VMULPS  Z10, Z28, Z28; \
-	VADDPS  Z11, Z28, Z28; \
-	VMOVUPS Z28, (DI);     \
-	ADDQ    BX, DI;        \
-	VPSRLD  $4, zs, zs;    \
-	VPERMPS Z9, zs, Z28;   \
-	VMULPS  Z10, Z28, Z28; \
-	VADDPS  Z11, Z28, Z28; \
-	VMOVUPS Z28, (DI);     \
-	ADDQ    BX, DI;        \
-	VPSRLD  $4, zs, zs;    \
-	VPERMPS Z9, zs, Z28;   \
-	VMULPS  Z10, Z28, Z28; \
-	VADDPS  Z11, Z28, Z28; \
-	VMOVUPS Z28, (DI);     \
-	ADDQ    BX, DI;        \
-	VPSRLD  $4, zs, zs;    \
-	VPERMPS Z9, zs, Z28;   \
-	VMULPS  Z10, Z28, Z28; \
-	VADDPS  Z11, Z28, Z28; \
-	VMOVUPS Z28, (DI);     \
-	ADDQ    BX, DI;        \
-	VPSRLD  $4, zs, zs;    \
-	VPERMPS Z9, zs, Z28;   \
-	VMULPS  Z10, Z28, Z28; \
-	VADDPS  Z11, Z28, Z28; \
-	VMOVUPS Z28, (DI);     \
-	ADDQ    BX, DI;        \
-	VPSRLD  $4, zs, zs;    \
-	VPERMPS Z9, zs, Z28;   \
-	VMULPS  Z10, Z28, Z28; \
-	VADDPS  Z11, Z28, Z28; \
-	VMOVUPS Z28, (DI);     \
-	ADDQ    BX, DI;        \
-	VPSRLD  $4, zs, zs;    \
-	VPERMPS Z9, zs, Z28;   \
-	VMULPS  Z10, Z28, Z28; \
-	VADDPS  Z11, Z28, Z28; \
-	VMOVUPS Z28, (DI);     \
-	ADDQ    BX, DI
 
 // func decodeT4x16AVX512(words *uint32, wstride int, sc, bi *float32, dst *float32, ldd, n int)
 //
@@ -285,14 +246,7 @@ t16rest:
 t16block:
 	KXNORW     K1, K1, K1
 	VPGATHERDD (SI)(Z31*4), K1, Z0
-	T16ROW
-	T16ROW
-	T16ROW
-	T16ROW
-	T16ROW
-	T16ROW
-	T16ROW
-	T16ROW
+	T16WORD(Z0)
 	ADDQ       $4, SI
 	DECQ       CX
 	JNZ        t16block
