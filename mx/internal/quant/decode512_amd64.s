@@ -108,6 +108,32 @@ DATA qperm1<>+48(SB)/8, $14
 DATA qperm1<>+56(SB)/8, $15
 GLOBL qperm1<>(SB), RODATA|NOPTR, $64
 
+// T16HINT hints the next sixteen rows' words at this k into L1 (rows 16–31 from SI, R11
+// being row 8, AX a row's bytes and DX three rows'): packT decodes the next panel after
+// this one's groups, and a weight's words stream from memory (in a training step this
+// decoder spent about half its time waiting for them).
+#define T16HINT \
+	LEAQ       (R11)(AX*8), R14; \
+	PREFETCHT0 (R14);            \
+	PREFETCHT0 (R14)(AX*1);      \
+	PREFETCHT0 (R14)(AX*2);      \
+	PREFETCHT0 (R14)(DX*1);      \
+	LEAQ       (R14)(AX*4), R14; \
+	PREFETCHT0 (R14);            \
+	PREFETCHT0 (R14)(AX*1);      \
+	PREFETCHT0 (R14)(AX*2);      \
+	PREFETCHT0 (R14)(DX*1);      \
+	LEAQ       (R14)(AX*4), R14; \
+	PREFETCHT0 (R14);            \
+	PREFETCHT0 (R14)(AX*1);      \
+	PREFETCHT0 (R14)(AX*2);      \
+	PREFETCHT0 (R14)(DX*1);      \
+	LEAQ       (R14)(AX*4), R14; \
+	PREFETCHT0 (R14);            \
+	PREFETCHT0 (R14)(AX*1);      \
+	PREFETCHT0 (R14)(AX*2);      \
+	PREFETCHT0 (R14)(DX*1)
+
 // func decodeT4x16AVX512(words *uint32, wstride int, sc, bi *float32, dst *float32, ldd, n int)
 //
 // decodeT4AVX2 for sixteen rows at once: in block b (b < n), row i (i < 16) holds one
@@ -115,8 +141,8 @@ GLOBL qperm1<>(SB), RODATA|NOPTR, $64
 // dst: dst[(8b + q)·ldd + i] = sc[i]·code_q + bi[i]. Each code step is one panel row of
 // sixteen values. Blocks go eight at a time: sixteen loads of eight words (one per row)
 // and a 16×8 transpose bring each block's sixteen words into one register (a gather per
-// block took about half the decoder's time); the blocks past the last eight take a gather
-// each.
+// block took about half the decoder's time); then four at a time, the same way; the last
+// one to three blocks take a gather each.
 TEXT ·decodeT4x16AVX512(SB), NOSPLIT, $0-56
 	MOVQ         words+0(FP), SI
 	MOVQ         wstride+8(FP), AX
@@ -147,29 +173,7 @@ TEXT ·decodeT4x16AVX512(SB), NOSPLIT, $0-56
 	JZ   t16rest
 
 t16chunk:
-	// Hint the next sixteen rows' words at this k into L1: packT decodes the next panel
-	// after this one's groups, and a weight's words stream from memory (in a training step
-	// this decoder spent about half its time waiting for them).
-	LEAQ       (R11)(AX*8), R14
-	PREFETCHT0 (R14)
-	PREFETCHT0 (R14)(AX*1)
-	PREFETCHT0 (R14)(AX*2)
-	PREFETCHT0 (R14)(DX*1)
-	LEAQ       (R14)(AX*4), R14
-	PREFETCHT0 (R14)
-	PREFETCHT0 (R14)(AX*1)
-	PREFETCHT0 (R14)(AX*2)
-	PREFETCHT0 (R14)(DX*1)
-	LEAQ       (R14)(AX*4), R14
-	PREFETCHT0 (R14)
-	PREFETCHT0 (R14)(AX*1)
-	PREFETCHT0 (R14)(AX*2)
-	PREFETCHT0 (R14)(DX*1)
-	LEAQ       (R14)(AX*4), R14
-	PREFETCHT0 (R14)
-	PREFETCHT0 (R14)(AX*1)
-	PREFETCHT0 (R14)(AX*2)
-	PREFETCHT0 (R14)(DX*1)
+	T16HINT
 
 	// Z(i) = row i's eight words | row i+8's.
 	VMOVDQU      (SI), Y0
@@ -241,7 +245,46 @@ t16chunk:
 
 t16rest:
 	ANDQ $7, CX
-	JZ   t16done
+	CMPQ CX, $4
+	JLT  t16tail
+
+	// Four blocks (a group of 32 codes, or what is left of eight): Z(q) = rows q, q+4,
+	// q+8 and q+12's four words, then a 4×4 transpose in each 128-bit lane.
+	T16HINT
+	VMOVDQU      (SI), X0
+	VINSERTI32X4 $1, (R10), Z0, Z0
+	VINSERTI32X4 $2, (R11), Z0, Z0
+	VINSERTI32X4 $3, (R12), Z0, Z0
+	VMOVDQU      (SI)(AX*1), X1
+	VINSERTI32X4 $1, (R10)(AX*1), Z1, Z1
+	VINSERTI32X4 $2, (R11)(AX*1), Z1, Z1
+	VINSERTI32X4 $3, (R12)(AX*1), Z1, Z1
+	VMOVDQU      (SI)(AX*2), X2
+	VINSERTI32X4 $1, (R10)(AX*2), Z2, Z2
+	VINSERTI32X4 $2, (R11)(AX*2), Z2, Z2
+	VINSERTI32X4 $3, (R12)(AX*2), Z2, Z2
+	VMOVDQU      (SI)(DX*1), X3
+	VINSERTI32X4 $1, (R10)(DX*1), Z3, Z3
+	VINSERTI32X4 $2, (R11)(DX*1), Z3, Z3
+	VINSERTI32X4 $3, (R12)(DX*1), Z3, Z3
+	VUNPCKLPS    Z1, Z0, Z12
+	VUNPCKHPS    Z1, Z0, Z13
+	VUNPCKLPS    Z3, Z2, Z14
+	VUNPCKHPS    Z3, Z2, Z15
+	VUNPCKLPD    Z14, Z12, Z20 // word 0 of rows 0–15
+	VUNPCKHPD    Z14, Z12, Z21 // word 1
+	VUNPCKLPD    Z15, Z13, Z22 // word 2
+	VUNPCKHPD    Z15, Z13, Z23 // word 3
+	T16WORD(Z20)
+	T16WORD(Z21)
+	T16WORD(Z22)
+	T16WORD(Z23)
+	ADDQ         $16, SI
+	SUBQ         $4, CX
+
+t16tail:
+	TESTQ CX, CX
+	JZ    t16done
 
 t16block:
 	KXNORW     K1, K1, K1

@@ -11,9 +11,9 @@ import (
 )
 
 // TestDecodeT4x16AVX512: the AVX-512 sixteen-row 4-bit decoder, called directly, writes
-// the two eight-row runs' values bit for bit, for one block and for runs along k (whole
-// runs of eight blocks through its transpose, those past them by gather, and both in one
-// call), with a panel-row stride wider than sixteen and nothing written past the run.
+// the two eight-row runs' values bit for bit, for one block and for runs along k (runs
+// of eight and of four blocks through its transposes, the one to three past them by
+// gather, and all of them in one call), with a panel-row stride wider than sixteen and nothing written past the run.
 // (TestDecodeT16Run takes it through decodeT16Run only where the CPU has it; this test
 // says when it could not run, and fails then under GOENG_REQUIRE_AVX512=1: see
 // bench/avx512_tests.sh.)
@@ -29,7 +29,7 @@ func TestDecodeT4x16AVX512(t *testing.T) {
 	for i := range sc {
 		sc[i], bi[i] = float32(rng.NormFloat64()), float32(rng.NormFloat64())
 	}
-	for _, n := range []int{1, 2, 3, 8, 9, 11, 16, 23} { // runs of eight blocks, the rest by gather
+	for _, n := range []int{1, 2, 3, 4, 5, 8, 9, 11, 12, 16, 23} { // runs of eight and four blocks, the rest by gather
 		size := (8*n-1)*ldd + 16 + ldd // one row more than the run, which must stay NaN
 		got, want := nans(size), nans(size)
 		decodeT4x16AVX512(&words[0], wstride, &sc[0], &bi[0], &got[0], ldd, n)
