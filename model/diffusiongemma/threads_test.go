@@ -1,6 +1,7 @@
 package diffusiongemma_test
 
 import (
+	"fmt"
 	"math"
 	"runtime"
 	"slices"
@@ -13,16 +14,35 @@ import (
 )
 
 // TestTrainStepIndependentOfThreads runs two LoRA training steps (forward, backward,
-// AdamW) on the small preset with a 4-bit base at GOMAXPROCS 1 and 8 and wants the same
-// bits in every loss and gradient: however the go engine splits its work, the result
-// must not depend on the number of cores.
+// AdamW) at GOMAXPROCS 1 and at many and wants the same bits in every loss and gradient:
+// however the go engine splits its work, the result must not depend on the number of
+// cores. The small preset with a 4-bit base at 8; the bench preset's 384 rows at 16, which
+// cut the linears' products into row tiles sharing one packed A, 4-bit and float32.
 func TestTrainStepIndependentOfThreads(t *testing.T) {
 	if testing.Short() {
 		t.Skip("two training steps twice")
 	}
+	for _, tc := range []struct {
+		preset         string
+		bits           string
+		prompt, canvas int
+		procs          int
+	}{
+		{dg.PresetSmall, dg.Bits4, 48, 32, 8},
+		{dg.PresetBench, dg.Bits4, 128, 256, 16},
+		{dg.PresetBench, dg.BitsNone, 128, 256, 16},
+	} {
+		t.Run(fmt.Sprintf("%s_bits%s_%d", tc.preset, tc.bits, tc.procs), func(t *testing.T) {
+			sameStepsAt(t, tc.preset, tc.bits, tc.prompt, tc.canvas, tc.procs)
+		})
+	}
+}
+
+// sameStepsAt wants two training steps at GOMAXPROCS procs bitwise those at 1.
+func sameStepsAt(t *testing.T, preset, bits string, prompt, canvas, procs int) {
 	run := func(procs int) [][]float32 {
 		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
-		s := newTrainStep(t, dg.PresetSmall, dg.Bits4, 48, 32)
+		s := newTrainStep(t, preset, bits, prompt, canvas)
 		var out [][]float32
 		for i := range 2 {
 			vocab := s.m.Config.TextConfig.VocabSize
@@ -47,17 +67,17 @@ func TestTrainStepIndependentOfThreads(t *testing.T) {
 		}
 		return out
 	}
-	one, many := run(1), run(8)
+	one, many := run(1), run(procs)
 	if len(one) != len(many) {
-		t.Fatalf("%d arrays at GOMAXPROCS 1, %d at 8", len(one), len(many))
+		t.Fatalf("%d arrays at GOMAXPROCS 1, %d at %d", len(one), len(many), procs)
 	}
 	for i := range one {
 		if len(one[i]) != len(many[i]) {
-			t.Fatalf("array %d: %d elements at GOMAXPROCS 1, %d at 8", i, len(one[i]), len(many[i]))
+			t.Fatalf("array %d: %d elements at GOMAXPROCS 1, %d at %d", i, len(one[i]), len(many[i]), procs)
 		}
 		for j := range one[i] {
 			if math.Float32bits(one[i][j]) != math.Float32bits(many[i][j]) {
-				t.Fatalf("array %d element %d: %v at GOMAXPROCS 1, %v at 8", i, j, one[i][j], many[i][j])
+				t.Fatalf("array %d element %d: %v at GOMAXPROCS 1, %v at %d", i, j, one[i][j], many[i][j], procs)
 			}
 		}
 	}

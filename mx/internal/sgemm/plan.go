@@ -30,6 +30,14 @@ type plan struct {
 	// inplaceA: op(A) is never packed; the in-place kernel reads it (whole blocks of 2mr
 	// rows; the rows past the last are packed and go through the edge kernel).
 	inplaceA bool
+	// pairN is the narrowest column tile cut keeps before it cuts rows: two panels where
+	// the wide kernel takes them. A one-panel tile runs the 12×16 kernel, which on the
+	// device's Xeon multiplies at ~60 % of the 12×32 one's rate (a 4-bit 384×512×512 LoRA
+	// linear at 16 threads: 29 % of its CPU in kern12x16).
+	pairN int
+	// rowsShareA: cut split this plan's single block of rows into row tiles after its
+	// columns; its tiles still share one packed A (shareA), each reading its own rows.
+	rowsShareA bool
 }
 
 func newPlan(p *problem, ks kernels) plan {
@@ -59,6 +67,10 @@ func newPlan(p *problem, ks kernels) plan {
 	if pl.skinny {
 		pl.unitM = skinnyRows
 	}
+	pl.pairN = pl.unitN
+	if ks.wide != nil && ks.edge != nil && !pl.rows && !pl.skinny && !pl.thin && !pl.inplaceA {
+		pl.pairN = 2 * nr
+	}
 	if pl.thin {
 		pl.unitM = thinRows
 	}
@@ -79,13 +91,23 @@ func newPlan(p *problem, ks kernels) plan {
 
 // cut splits the tiles further until there are at least want of them, as long as tiles
 // stay big enough to amortise their packing. A product with a single block of rows keeps
-// it whole and cuts only its columns, down to one panel width: its packed A is then
-// shared by every tile (see shareA) instead of being packed again by each. One that is a
-// single panel wide (a LoRA down-projection, x·A with rank 8 columns) can only be cut
-// by rows, and is.
+// its packed A whole and shared by every tile (see shareA) instead of packed again by
+// each: it cuts its columns down to pairN, then its rows (down to rowCutMin, each tile
+// still decoding or packing its own columns of B), then its columns down to one panel.
+// One that is a single panel wide (a LoRA down-projection, x·A with rank 8 columns) can
+// only be cut by rows, and is.
 func (pl *plan) cut(want int) {
 	if pl.tilesM == 1 && !pl.inplaceA {
-		for pl.tilesN < want && pl.tn >= 2*pl.unitN {
+		for pl.tilesN < want && pl.tn >= 2*pl.pairN {
+			pl.tn, pl.tilesN = split(pl.n, roundUp(pl.tn/2, pl.unitN), pl.unitN)
+		}
+		if pl.pairN > pl.unitN && pl.tilesN > 1 {
+			for pl.tilesM*pl.tilesN < want && pl.tm >= 2*rowCutMin {
+				pl.tm, pl.tilesM = split(pl.m, roundUp(pl.tm/2, pl.unitM), pl.unitM)
+				pl.rowsShareA = true
+			}
+		}
+		for pl.tilesM*pl.tilesN < want && pl.tn >= 2*pl.unitN {
 			pl.tn, pl.tilesN = split(pl.n, roundUp(pl.tn/2, pl.unitN), pl.unitN)
 		}
 		if pl.tilesN > 1 || pl.rows {
@@ -101,6 +123,12 @@ func (pl *plan) cut(want int) {
 			return
 		}
 	}
+}
+
+// sharesA reports whether the plan's tiles read one op(A) packed by shareA: a single block
+// of rows cut into column tiles, or such a block cut into row tiles too (rowsShareA).
+func (pl *plan) sharesA() bool {
+	return pl.tilesN >= 2 && !pl.inplaceA && (pl.tilesM == 1 || pl.rowsShareA)
 }
 
 // aBlockOffset is where k-block pc starts in a shared packed A (all blocks but the last
@@ -121,7 +149,7 @@ func shareA(plans []plan, workers int) {
 	var jobs []job
 	for i := range plans {
 		pl := &plans[i]
-		if pl.tilesM != 1 || pl.tilesN < 2 || pl.inplaceA {
+		if !pl.sharesA() {
 			continue
 		}
 		buf := sharedAPool.Get().(*[]float32)
@@ -289,7 +317,7 @@ func Scratch(m, n, k int, ta, tb, packed bool, workers int) (perWorker, shared, 
 		if pl.thin {
 			shared += roundUp(pl.n, nr) * pl.k
 		}
-		if running > 1 && pl.tilesM == 1 && pl.tilesN >= 2 && !pl.inplaceA {
+		if running > 1 && pl.sharesA() {
 			shared += roundUp(pl.m, mr) * pl.k
 		}
 	}

@@ -32,6 +32,10 @@ const (
 	// L2 a core on the device's Xeon; against 512 columns, bench preset on 2 threads:
 	// float32 951 → 1001 tokens/s, 4-bit 1080 → 1090, medians of 4 alternating rounds).
 	ncMax = 1024
+	// rowCutMin is the fewest rows cut leaves a row tile of a shared packed A: each row
+	// tile decodes or packs its columns of B again, which at 96 rows of a 4-bit weight is
+	// ~5 % of the tile's products.
+	rowCutMin = 96
 
 	// smallM: with at most this many rows, each element of B is used so few
 	// times that packing it would cost as much as the product; B is streamed

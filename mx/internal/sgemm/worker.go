@@ -156,7 +156,8 @@ func (w *worker) tile(i0, mt, j0, nt int) {
 		kb := min(w.kc, w.k-pc)
 		acc := w.acc || pc > 0
 		if w.plan != nil && w.plan.packedA != nil {
-			w.curA = (*w.plan.packedA)[w.plan.aBlockOffset(pc):]
+			// Panel i0/mr of the block starts i0·kb floats in (i0 is a multiple of mr).
+			w.curA = (*w.plan.packedA)[w.plan.aBlockOffset(pc)+i0*kb:]
 		} else {
 			packA(w.bufA, w.a, w.lda, w.ta, i0, mt, pc, kb)
 			w.curA = w.bufA
