@@ -150,3 +150,23 @@ func TestSkinnyT16MatchesSkinny(t *testing.T) {
 	shapes := [][3]int{{16, 1, 8}, {512, 384, 8}, {40, 300, 8}, {33, 513, 16}, {100, 64, 12}, {24, 7, 5}, {2048, 384, 8}}
 	sameAcrossKernels(t, rand.New(rand.NewPCG(33, 34)), with, without, shapes, [3]int{3, 2, 1}, "sixteen-row skinny result differs from the eight-row kernel's")
 }
+
+// BenchmarkKernelInL1 is the wide kernel alone on one core, its packed A (2mr×kc), B
+// (kc×2nr) and C tile reused call after call so that all of them stay in L1: the
+// micro-kernel's own ceiling, against which a whole product's rate (BenchmarkGemmSingleCore)
+// and the FMA peak (BenchmarkFMAPeak) are read.
+func BenchmarkKernelInL1(b *testing.B) {
+	cputest.RequireAVX512(b, hasAVX512())
+	rng := rand.New(rand.NewPCG(41, 42))
+	for _, kc := range []int{64, 128, 256} {
+		b.Run(fmt.Sprintf("kc%d", kc), func(b *testing.B) {
+			a0, a1 := randMat(rng, mr*kc), randMat(rng, mr*kc)
+			b0, b1 := randMat(rng, nr*kc), randMat(rng, nr*kc)
+			c := randMat(rng, 2*mr*2*nr)
+			for b.Loop() {
+				kernelWideAVX512(kc, a0, a1, b0, b1, nr, c, 2*nr, true)
+			}
+			b.ReportMetric(2*float64(2*mr*2*nr*kc)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+		})
+	}
+}
