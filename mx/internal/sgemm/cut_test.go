@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
-	"sync"
 	"testing"
 )
 
@@ -64,27 +63,13 @@ func TestRowTilesSharingA(t *testing.T) {
 				for name, pk := range map[string]PackFunc{"q4": w.pack, "dense": nil} {
 					t.Run(fmt.Sprintf("M%d_K%d_N%d_ta%v_w%d_%s", m, k, n, ta, workers, name), func(t *testing.T) {
 						got := randMat(rng, m*n) // garbage: every element must be overwritten
-						hits := make([]int, m*n)
-						var mu sync.Mutex
-						p := &problem{ta: ta, tb: Transposed, m: m, n: n, k: k, a: a, lda: lda, b: dense, ldb: k, c: got, ldc: n, pack: pk,
-							then: func(i0, i1, j0, j1 int) {
-								mu.Lock()
-								defer mu.Unlock()
-								for i := i0; i < i1; i++ {
-									for j := j0; j < j1; j++ {
-										hits[i*n+j]++
-									}
-								}
-							}}
+						rec := newFinishRecorder(got, m, n)
+						p := &problem{ta: ta, tb: Transposed, m: m, n: n, k: k, a: a, lda: lda, b: dense, ldb: k, c: got, ldc: n, pack: pk, then: rec.then}
 						if pk != nil {
 							p.b, p.ldb = nil, 0
 						}
 						p.run(defaultKernels(), workers)
-						for i, h := range hits {
-							if h != 1 {
-								t.Fatalf("element (%d, %d) finished %d times, want once", i/n, i%n, h)
-							}
-						}
+						rec.once(t)
 						if !slices.Equal(got, want) {
 							t.Fatal("differs from the product on one worker")
 						}

@@ -31,30 +31,13 @@ func TestGemmThen(t *testing.T) {
 					pw.run(defaultKernels(), workers)
 
 					c := randMat(rng, m*n) // garbage: every element must be overwritten
-					seen := make([]float32, m*n)
-					hits := make([]int, m*n)
-					var mu sync.Mutex
-					p := problem{ta: tr[0], tb: tr[1], m: m, n: n, k: k, a: a, lda: lda, b: b, ldb: ldb, c: c, ldc: n,
-						then: func(i0, i1, j0, j1 int) {
-							mu.Lock()
-							defer mu.Unlock()
-							for i := i0; i < i1; i++ {
-								for j := j0; j < j1; j++ {
-									seen[i*n+j] = c[i*n+j]
-									hits[i*n+j]++
-								}
-							}
-						}}
+					rec := newFinishRecorder(c, m, n)
+					p := problem{ta: tr[0], tb: tr[1], m: m, n: n, k: k, a: a, lda: lda, b: b, ldb: ldb, c: c, ldc: n, then: rec.then}
 					if err := p.check(); err != nil {
 						t.Fatal(err)
 					}
 					p.run(defaultKernels(), workers)
-					for i, h := range hits {
-						if h != 1 {
-							t.Fatalf("element (%d, %d) finished %d times, want once", i/n, i%n, h)
-						}
-					}
-					if !slices.Equal(seen, want) {
+					if !slices.Equal(rec.once(t), want) {
 						t.Fatal("the epilogue saw values other than Gemm's product")
 					}
 				})
@@ -76,25 +59,9 @@ func TestGemmPackedThenAndOnCaller(t *testing.T) {
 			want := make([]float32, m*n)
 			GemmPacked(NoTrans, m, n, k, a, k, pack, want, n, false)
 			c := randMat(rng, m*n)
-			hits := make([]int, m*n)
-			seen := make([]float32, m*n)
-			var mu sync.Mutex
-			GemmPackedThen(NoTrans, m, n, k, a, k, pack, c, n, func(i0, i1, j0, j1 int) {
-				mu.Lock()
-				defer mu.Unlock()
-				for i := i0; i < i1; i++ {
-					for j := j0; j < j1; j++ {
-						seen[i*n+j] = c[i*n+j]
-						hits[i*n+j]++
-					}
-				}
-			})
-			for i, h := range hits {
-				if h != 1 {
-					t.Fatalf("element (%d, %d) finished %d times, want once", i/n, i%n, h)
-				}
-			}
-			if !slices.Equal(seen, want) {
+			rec := newFinishRecorder(c, m, n)
+			GemmPackedThen(NoTrans, m, n, k, a, k, pack, c, n, rec.then)
+			if !slices.Equal(rec.once(t), want) {
 				t.Fatal("the packed epilogue saw values other than GemmPacked's product")
 			}
 			for _, acc := range []bool{false, true} {
@@ -108,4 +75,41 @@ func TestGemmPackedThenAndOnCaller(t *testing.T) {
 			}
 		})
 	}
+}
+
+// finishRecorder is an epilogue for C [m, n] (row stride n) that records each element's
+// value when its block is finished and how many times it is finished.
+type finishRecorder struct {
+	mu   sync.Mutex
+	c    []float32
+	n    int
+	seen []float32
+	hits []int
+}
+
+func newFinishRecorder(c []float32, m, n int) *finishRecorder {
+	return &finishRecorder{c: c, n: n, seen: make([]float32, m*n), hits: make([]int, m*n)}
+}
+
+func (r *finishRecorder) then(i0, i1, j0, j1 int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i := i0; i < i1; i++ {
+		for j := j0; j < j1; j++ {
+			r.seen[i*r.n+j] = r.c[i*r.n+j]
+			r.hits[i*r.n+j]++
+		}
+	}
+}
+
+// once fails the test unless every element was finished exactly once, and returns the
+// values the epilogue saw.
+func (r *finishRecorder) once(t *testing.T) []float32 {
+	t.Helper()
+	for i, h := range r.hits {
+		if h != 1 {
+			t.Fatalf("element (%d, %d) finished %d times, want once", i/r.n, i%r.n, h)
+		}
+	}
+	return r.seen
 }
