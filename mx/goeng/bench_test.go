@@ -95,3 +95,31 @@ func BenchmarkArgpartitionRouter(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkRMSNorm is the bench preset's norm over a step's rows (384 × 512, a frozen
+// weight): the forward alone, and the forward with the backward's dx.
+func BenchmarkRMSNorm(b *testing.B) {
+	const rows, d = 384, 512
+	e := mxtest.Go(b)
+	rng := newRand(7)
+	x := mxtest.RandN(e, rng, rows, d)
+	w := mxtest.RandN(e, rng, d)
+	g := mxtest.RandN(e, rng, rows, d)
+	mx.Eval(x, w, g)
+	b.Run("forward", func(b *testing.B) {
+		for b.Loop() {
+			mx.Eval(mx.RMSNorm(x, w, 1e-6))
+		}
+		b.ReportMetric(float64(rows*d)*float64(b.N)/b.Elapsed().Seconds()/1e9, "Gelem/s")
+	})
+	b.Run("forward+backward", func(b *testing.B) {
+		step := mx.ValueAndGrad(func(a []*mx.Array) []*mx.Array {
+			return []*mx.Array{mx.Sum(mx.Multiply(mx.RMSNorm(a[0], w, 1e-6), g), false)}
+		})
+		for b.Loop() {
+			outs, grads := step([]*mx.Array{x})
+			mx.Eval(append(outs, grads...)...)
+		}
+		b.ReportMetric(float64(rows*d)*float64(b.N)/b.Elapsed().Seconds()/1e9, "Gelem/s")
+	})
+}

@@ -491,3 +491,157 @@ tanhloop:
 	JNZ     tanhloop
 	VZEROUPPER
 	RET
+
+// The sixteen-lane (AVX-512) twins of the kernels above: the same float32 operations in
+// the same order, no fused multiply-adds, so every lane rounds as the eight-lane kernels
+// and gelu.go's Go code do. The constants are the tables above, each read as one
+// broadcast float32.
+
+// SIGMAZ sets Z1 = s = 1/(1 + e^(−2u)) for x in Z0, op for op as SIGMA (x² stays in Z2).
+// It uses Z3–Z8 and K1. Where −2u > 87 SIGMA clears s with an and-not of the compare;
+// here the compare keeps the other lanes (not greater, or unordered: a NaN stays) and
+// zero-masking clears the rest, to the same +0.
+#define SIGMAZ \
+	VMULPS          Z0, Z0, Z2;               \
+	VMULPS          Z0, Z2, Z3;               \
+	VMULPS.BCST     gA<>(SB), Z3, Z3;         \
+	VADDPS          Z3, Z0, Z3;               \
+	VMULPS.BCST     gC<>(SB), Z3, Z3;         \
+	VMULPS.BCST     gM2<>(SB), Z3, Z3;        \
+	VCMPPS.BCST     $0x1a, g87<>(SB), Z3, K1; \
+	VMINPS.BCST     g87<>(SB), Z3, Z4;        \
+	VMAXPS.BCST     gN87<>(SB), Z4, Z4;       \
+	VMULPS.BCST     gLog2e<>(SB), Z4, Z5;     \
+	VRNDSCALEPS     $0, Z5, Z5;               \
+	VMULPS.BCST     gC1<>(SB), Z5, Z6;        \
+	VSUBPS          Z6, Z4, Z4;               \
+	VMULPS.BCST     gC2<>(SB), Z5, Z6;        \
+	VSUBPS          Z6, Z4, Z4;               \
+	VMULPS          Z4, Z4, Z6;               \
+	VMULPS.BCST     gP0<>(SB), Z4, Z8;        \
+	VADDPS.BCST     gP1<>(SB), Z8, Z8;        \
+	VMULPS          Z4, Z8, Z8;               \
+	VADDPS.BCST     gP2<>(SB), Z8, Z8;        \
+	VMULPS          Z4, Z8, Z8;               \
+	VADDPS.BCST     gP3<>(SB), Z8, Z8;        \
+	VMULPS          Z4, Z8, Z8;               \
+	VADDPS.BCST     gP4<>(SB), Z8, Z8;        \
+	VMULPS          Z4, Z8, Z8;               \
+	VADDPS.BCST     gP5<>(SB), Z8, Z8;        \
+	VMULPS          Z6, Z8, Z8;               \
+	VADDPS          Z4, Z8, Z8;               \
+	VADDPS.BCST     gOne<>(SB), Z8, Z8;       \
+	VCVTPS2DQ       Z5, Z5;                   \
+	VPADDD.BCST     g127<>(SB), Z5, Z5;       \
+	VPSLLD          $23, Z5, Z5;              \
+	VMULPS          Z5, Z8, Z8;               \
+	VADDPS.BCST     gOne<>(SB), Z8, Z8;       \
+	VBROADCASTSS    gOne<>(SB), Z1;           \
+	VDIVPS          Z8, Z1, Z1;               \
+	VMOVAPS.Z       Z1, K1, Z1
+
+// GRADZ sets Z12 = GELU′(x) from Z0 = x, Z1 = s, Z2 = x², as GRAD. It uses Z10–Z12.
+#define GRADZ \
+	VMULPS.BCST  g3A<>(SB), Z2, Z10;   \
+	VADDPS.BCST  gOne<>(SB), Z10, Z10; \
+	VMULPS.BCST  g2C<>(SB), Z10, Z10;  \
+	VMULPS       Z1, Z0, Z11;          \
+	VBROADCASTSS gOne<>(SB), Z12;      \
+	VSUBPS       Z1, Z12, Z12;         \
+	VMULPS       Z12, Z11, Z12;        \
+	VMULPS       Z10, Z12, Z12;        \
+	VADDPS       Z12, Z1, Z12
+
+// func geluKernel512(out, x *float32, n int)
+TEXT ·geluKernel512(SB), NOSPLIT, $0-24
+	MOVQ out+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ n+16(FP), CX
+	SHRQ $4, CX
+
+geluloop:
+	VMOVUPS (SI), Z0
+	SIGMAZ
+	VMULPS  Z1, Z0, Z9
+	VMOVUPS Z9, (DI)
+	ADDQ    $64, SI
+	ADDQ    $64, DI
+	DECQ    CX
+	JNZ     geluloop
+	VZEROUPPER
+	RET
+
+// func geluGradKernel512(out, x, gr *float32, n int)
+TEXT ·geluGradKernel512(SB), NOSPLIT, $0-32
+	MOVQ out+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ gr+16(FP), DX
+	MOVQ n+24(FP), CX
+	SHRQ $4, CX
+
+gradloop:
+	VMOVUPS (SI), Z0
+	SIGMAZ
+	GRADZ
+	VMULPS  (DX), Z12, Z12
+	VMOVUPS Z12, (DI)
+	ADDQ    $64, SI
+	ADDQ    $64, DX
+	ADDQ    $64, DI
+	DECQ    CX
+	JNZ     gradloop
+	VZEROUPPER
+	RET
+
+// func gegluKernel512(out, gate, up *float32, n int)
+TEXT ·gegluKernel512(SB), NOSPLIT, $0-32
+	MOVQ out+0(FP), DI
+	MOVQ gate+8(FP), SI
+	MOVQ up+16(FP), DX
+	MOVQ n+24(FP), CX
+	SHRQ $4, CX
+
+gegluloop:
+	VMOVUPS (SI), Z0
+	SIGMAZ
+	VMULPS  Z1, Z0, Z9
+	VMULPS  (DX), Z9, Z9
+	VMOVUPS Z9, (DI)
+	ADDQ    $64, SI
+	ADDQ    $64, DX
+	ADDQ    $64, DI
+	DECQ    CX
+	JNZ     gegluloop
+	VZEROUPPER
+	RET
+
+// func gegluGradKernel512(dg, du, gate, up, ct *float32, n int)
+TEXT ·gegluGradKernel512(SB), NOSPLIT, $0-48
+	MOVQ dg+0(FP), DI
+	MOVQ du+8(FP), R8
+	MOVQ gate+16(FP), SI
+	MOVQ up+24(FP), DX
+	MOVQ ct+32(FP), R9
+	MOVQ n+40(FP), CX
+	SHRQ $4, CX
+
+geglugradloop:
+	VMOVUPS (SI), Z0
+	SIGMAZ
+	GRADZ
+	VMOVUPS (R9), Z13
+	VMULPS  (DX), Z13, Z14
+	VMULPS  Z12, Z14, Z14
+	VMOVUPS Z14, (DI)
+	VMULPS  Z1, Z0, Z9
+	VMULPS  Z9, Z13, Z9
+	VMOVUPS Z9, (R8)
+	ADDQ    $64, SI
+	ADDQ    $64, DX
+	ADDQ    $64, R9
+	ADDQ    $64, DI
+	ADDQ    $64, R8
+	DECQ    CX
+	JNZ     geglugradloop
+	VZEROUPPER
+	RET

@@ -1,6 +1,7 @@
 package goeng
 
 import (
+	"fmt"
 	"math"
 	"slices"
 	"testing"
@@ -63,18 +64,44 @@ func TestGELUKernels(t *testing.T) {
 		u, ct = append(u, 1), append(ct, -2)
 	}
 	x, u, ct = x[:len(x)-3], u[:len(x)-3], ct[:len(x)-3] // an odd length
+	// Lengths that take each path: sixteen-lane blocks, then an eight-lane one, then the
+	// Go loop (23: 16 + 7; 31: 16 + 8 + 7; 8; 5), and the whole sweep.
+	for _, n := range []int{len(x), 23, 31, 8, 5} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) { checkGELUKernels(t, x[:n], u[:n], ct[:n]) })
+	}
+	// The special values (the tail trimmed above drops ±Inf and NaN) in the lanes of a
+	// sixteen-lane block, an eight-lane one and the Go loop.
+	special := []float32{float32(math.Inf(1)), float32(math.NaN()), -100, float32(math.Inf(-1)), 100, 0, -30, 30}
+	var xs []float32
+	for range 4 {
+		xs = append(xs, special...)
+	}
+	xs = xs[:31]
+	t.Run("special", func(t *testing.T) { checkGELUKernels(t, xs, u[:31], ct[:31]) })
+}
+
+// checkGELUKernels wants the row functions' bits to be the scalar functions' on x, u, ct.
+// A NaN's payload is whichever operand's the hardware passes on, which the compiler's
+// order of a commutative operation decides even in Go code, so NaNs compare as one value.
+func checkGELUKernels(t *testing.T, x, u, ct []float32) {
 	n := len(x)
+	bits := func(f float32) uint32 {
+		if f != f {
+			return 0x7fc00000
+		}
+		return math.Float32bits(f)
+	}
 	want := func(f func(i int) float32) []uint32 {
 		out := make([]uint32, n)
 		for i := range out {
-			out[i] = math.Float32bits(f(i))
+			out[i] = bits(f(i))
 		}
 		return out
 	}
 	got := func(v []float32) []uint32 {
 		out := make([]uint32, len(v))
 		for i, f := range v {
-			out[i] = math.Float32bits(f)
+			out[i] = bits(f)
 		}
 		return out
 	}

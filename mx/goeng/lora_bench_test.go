@@ -44,3 +44,35 @@ func BenchmarkLoRALinear(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkLoRALinearReal is the real geometry's q_proj (2816 → 2048, 4-bit, rank 8) over
+// a step's 384 rows: the forward alone and the forward with the backward. The op profile
+// at 16 threads had this linear's forward at 591 GFLOP/s and its backward at 971.
+func BenchmarkLoRALinearReal(b *testing.B) {
+	const M, K, N, r = 384, 2816, 2048, 8
+	e := mxtest.Go(b)
+	rng := newRand(6)
+	x := mxtest.RandN(e, rng, M, K)
+	wq, sc, bi := mx.Quantize(mxtest.RandN(e, rng, N, K), 64, 4)
+	la := mx.MulScalar(mxtest.RandN(e, rng, K, r), 0.1)
+	lb := mx.MulScalar(mxtest.RandN(e, rng, r, N), 0.1)
+	g := mxtest.RandN(e, rng, M, N)
+	mx.Eval(x, wq, sc, bi, la, lb, g)
+	b.Run("forward", func(b *testing.B) {
+		for b.Loop() {
+			mx.Eval(mx.LoRAQuantized(x, wq, sc, bi, 64, 4, la, lb, 2))
+		}
+		reportGFLOPs(b, 2*float64(M*K*N))
+	})
+	b.Run("forward+backward", func(b *testing.B) {
+		step := mx.ValueAndGrad(func(a []*mx.Array) []*mx.Array {
+			y := mx.LoRAQuantized(a[0], wq, sc, bi, 64, 4, a[1], a[2], 2)
+			return []*mx.Array{mx.Sum(mx.Multiply(y, g), false)}
+		})
+		for b.Loop() {
+			outs, grads := step([]*mx.Array{x, la, lb})
+			mx.Eval(append(outs, grads...)...)
+		}
+		reportGFLOPs(b, 4*float64(M*K*N))
+	})
+}
