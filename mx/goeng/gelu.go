@@ -128,8 +128,12 @@ func geluTanhGrad(x float32) float32 { return geluGradFrom(x, geluSigma(x)) }
 
 // geluRows sets out[i] = GELU(x[i]).
 func geluRows(out, x []float32) {
-	out = out[:len(x)]
-	n := vectorRows(len(x), func(i, n int) { geluKernel512(&out[i], &x[i], n) }, func(i, n int) { geluKernel(&out[i], &x[i], n) })
+	n := len(x) / 8 * 8
+	if n > 0 && geluAVX2 {
+		geluKernel(&out[0], &x[0], n)
+	} else {
+		n = 0
+	}
 	for i := n; i < len(x); i++ {
 		out[i] = geluTanh(x[i])
 	}
@@ -137,9 +141,12 @@ func geluRows(out, x []float32) {
 
 // geluGradRows sets out[i] = g[i]·GELU′(x[i]).
 func geluGradRows(out, x, g []float32) {
-	out, g = out[:len(x)], g[:len(x)]
-	n := vectorRows(len(x), func(i, n int) { geluGradKernel512(&out[i], &x[i], &g[i], n) },
-		func(i, n int) { geluGradKernel(&out[i], &x[i], &g[i], n) })
+	n := len(x) / 8 * 8
+	if n > 0 && geluAVX2 {
+		geluGradKernel(&out[0], &x[0], &g[0], n)
+	} else {
+		n = 0
+	}
 	for i := n; i < len(x); i++ {
 		out[i] = g[i] * geluTanhGrad(x[i])
 	}
@@ -147,9 +154,12 @@ func geluGradRows(out, x, g []float32) {
 
 // gegluRows sets out[i] = GELU(gate[i])·up[i].
 func gegluRows(out, gate, up []float32) {
-	out, up = out[:len(gate)], up[:len(gate)]
-	n := vectorRows(len(gate), func(i, n int) { gegluKernel512(&out[i], &gate[i], &up[i], n) },
-		func(i, n int) { gegluKernel(&out[i], &gate[i], &up[i], n) })
+	n := len(gate) / 8 * 8
+	if n > 0 && geluAVX2 {
+		gegluKernel(&out[0], &gate[0], &up[0], n)
+	} else {
+		n = 0
+	}
 	for i := n; i < len(gate); i++ {
 		out[i] = geluTanh(gate[i]) * up[i]
 	}
@@ -157,37 +167,18 @@ func gegluRows(out, gate, up []float32) {
 
 // gegluGradRows sets dg[i] = (ct[i]·up[i])·GELU′(gate[i]) and du[i] = ct[i]·GELU(gate[i]).
 func gegluGradRows(dg, du, gate, up, ct []float32) {
-	m := len(gate)
-	dg, du, up, ct = dg[:m], du[:m], up[:m], ct[:m]
-	n := vectorRows(m, func(i, n int) { gegluGradKernel512(&dg[i], &du[i], &gate[i], &up[i], &ct[i], n) },
-		func(i, n int) { gegluGradKernel(&dg[i], &du[i], &gate[i], &up[i], &ct[i], n) })
+	n := len(gate) / 8 * 8
+	if n > 0 && geluAVX2 {
+		gegluGradKernel(&dg[0], &du[0], &gate[0], &up[0], &ct[0], n)
+	} else {
+		n = 0
+	}
 	for i := n; i < len(gate); i++ {
 		x := gate[i]
 		s := geluSigma(x)
 		dg[i] = float32(ct[i]*up[i]) * geluGradFrom(x, s)
 		du[i] = ct[i] * float32(x*s)
 	}
-}
-
-// vectorRows runs the kernels over the leading elements of a run of n: wide (16 lanes)
-// over the multiples of 16 where the CPU has AVX-512, then narrow (8 lanes) over the
-// multiples of 8 left, each called as kernel(i, count) from element i. It returns how
-// many elements they covered; the Go code takes the rest. The kernels round alike, so
-// the split changes no bit.
-func vectorRows(n int, wide, narrow func(i, n int)) int {
-	if !geluAVX2 {
-		return 0
-	}
-	done := 0
-	if n16 := n / 16 * 16; geluAVX512 && n16 > 0 {
-		wide(0, n16)
-		done = n16
-	}
-	if n8 := n / 8 * 8; n8 > done {
-		narrow(done, n8-done)
-		done = n8
-	}
-	return done
 }
 
 // parallelRows runs f over [0, n) in chunks that are multiples of 8 (whole vectors).

@@ -64,13 +64,13 @@ func TestGELUKernels(t *testing.T) {
 		u, ct = append(u, 1), append(ct, -2)
 	}
 	x, u, ct = x[:len(x)-3], u[:len(x)-3], ct[:len(x)-3] // an odd length
-	// Lengths that take each path: sixteen-lane blocks, then an eight-lane one, then the
-	// Go loop (23: 16 + 7; 31: 16 + 8 + 7; 8; 5), and the whole sweep.
+	// Lengths that take the eight-lane kernel and the Go loop after it (23, 31), the
+	// kernel alone (8), the Go loop alone (5), and the whole sweep.
 	for _, n := range []int{len(x), 23, 31, 8, 5} {
 		t.Run(fmt.Sprint(n), func(t *testing.T) { checkGELUKernels(t, x[:n], u[:n], ct[:n]) })
 	}
-	// The special values (the tail trimmed above drops ±Inf and NaN) in the lanes of a
-	// sixteen-lane block, an eight-lane one and the Go loop.
+	// The special values (the tail trimmed above drops ±Inf and NaN) in the kernel's lanes
+	// and the Go loop's.
 	special := []float32{float32(math.Inf(1)), float32(math.NaN()), -100, float32(math.Inf(-1)), 100, 0, -30, 30}
 	var xs []float32
 	for range 4 {
@@ -174,4 +174,27 @@ func TestTanhKernel(t *testing.T) {
 			t.Fatalf("tanh(%v) = %v (%#x), tanhF32 %v (%#x)", v, out[i], math.Float32bits(out[i]), want, math.Float32bits(want))
 		}
 	}
+}
+
+// BenchmarkGeGLURows is the bench preset's GeGLU over a step's rows (384 × 1024) on one
+// goroutine, forward and backward.
+func BenchmarkGeGLURows(b *testing.B) {
+	const n = 384 * 1024
+	x, u, ct := make([]float32, n), make([]float32, n), make([]float32, n)
+	for i := range x {
+		x[i], u[i], ct[i] = float32(i%2000)/100-10, float32(i%7)/7, float32(i%5)/5-0.5
+	}
+	out, out2 := make([]float32, n), make([]float32, n)
+	b.Run("forward", func(b *testing.B) {
+		for b.Loop() {
+			gegluRows(out, x, u)
+		}
+		b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds()/1e9, "Gelem/s")
+	})
+	b.Run("backward", func(b *testing.B) {
+		for b.Loop() {
+			gegluGradRows(out, out2, x, u, ct)
+		}
+		b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds()/1e9, "Gelem/s")
+	})
 }

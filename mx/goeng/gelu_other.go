@@ -2,7 +2,7 @@
 
 package goeng
 
-const geluAVX2, geluAVX512 = false, false
+const geluAVX2 = false
 
 func geluKernel(out, x *float32, n int)                    { panic("goeng: no GELU kernel") }
 func geluGradKernel(out, x, gr *float32, n int)            { panic("goeng: no GELU kernel") }
@@ -10,8 +10,3 @@ func gegluKernel(out, gate, up *float32, n int)            { panic("goeng: no GE
 func gegluGradKernel(dg, du, gate, up, ct *float32, n int) { panic("goeng: no GELU kernel") }
 
 func tanhKernel(out, x *float32, n int) { panic("goeng: no tanh kernel") }
-
-func geluKernel512(out, x *float32, n int)                    { panic("goeng: no GELU kernel") }
-func geluGradKernel512(out, x, gr *float32, n int)            { panic("goeng: no GELU kernel") }
-func gegluKernel512(out, gate, up *float32, n int)            { panic("goeng: no GELU kernel") }
-func gegluGradKernel512(dg, du, gate, up, ct *float32, n int) { panic("goeng: no GELU kernel") }
