@@ -1,0 +1,41 @@
+package goeng
+
+import (
+	"testing"
+
+	"github.com/dgtune/dgtune/mx"
+)
+
+// BenchmarkRMSNormOutput is rms_norm over a step's rows (384 × 512, 2 threads in the bench
+// preset) written into an output reused from one call to the next against a fresh one
+// from uninit.Float32s, as every op's output is: how much of an element-wise op's time is
+// its fresh output rather than its arithmetic (on the development VM, 31 against 394–531
+// µs: see the README's issue 28, seventh round).
+func BenchmarkRMSNormOutput(b *testing.B) {
+	const rows, d = 384, 512
+	in, w := make([]float32, rows*d), make([]float32, d)
+	for i := range in {
+		in[i] = float32(i%97) / 50
+	}
+	for i := range w {
+		w[i] = 1 + float32(i%5)/10
+	}
+	out, inv := make([]float32, rows*d), make([]float32, rows)
+	b.Run("reused", func(b *testing.B) {
+		for b.Loop() {
+			parallelFor(rows, d, func(lo, hi int) {
+				for r := lo; r < hi; r++ {
+					row := in[r*d : (r+1)*d]
+					inv[r] = rmsInv(row, 1e-6)
+					rmsScaleRow(out[r*d:(r+1)*d], row, w, inv[r])
+				}
+			})
+		}
+	})
+	x, wt := newTensor([]int{rows, d}, mx.Float32, in), newTensor([]int{d}, mx.Float32, w)
+	b.Run("fresh", func(b *testing.B) {
+		for b.Loop() {
+			rmsNormKernel(x, wt, 1e-6)
+		}
+	})
+}
