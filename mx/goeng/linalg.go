@@ -285,20 +285,25 @@ func rmsNormKernel(x, w *tensor, eps float64) (*tensor, []float32) {
 		wv = w.f32()
 	}
 	out := uninit.Float32s(len(in))
-	rows := len(in) / max(d, 1)
-	inv := make([]float32, rows)
-	parallelFor(rows, d, func(lo, hi int) {
+	inv := make([]float32, len(in)/max(d, 1))
+	rmsNormInto(out, inv, in, wv, d, eps)
+	dt := x.dt
+	if w != nil {
+		dt = mx.PromoteTypes(dt, w.dt)
+	}
+	return fromF32(x.shape, dt, out), inv
+}
+
+// rmsNormInto writes rms_norm of the rows of in (length d) into out, and each row's
+// (mean x² + eps)^-½ into inv, rows in parallel.
+func rmsNormInto(out, inv, in, wv []float32, d int, eps float64) {
+	parallelFor(len(inv), d, func(lo, hi int) {
 		for r := lo; r < hi; r++ {
 			row, dst := in[r*d:(r+1)*d], out[r*d:(r+1)*d]
 			inv[r] = rmsInv(row, eps)
 			rmsScaleRow(dst, row, wv, inv[r])
 		}
 	})
-	dt := x.dt
-	if w != nil {
-		dt = mx.PromoteTypes(dt, w.dt)
-	}
-	return fromF32(x.shape, dt, out), inv
 }
 
 // rmsInv is (mean x² + eps)^-½ over row, the squares summed in float64 in four

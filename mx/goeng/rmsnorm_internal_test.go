@@ -23,13 +23,7 @@ func BenchmarkRMSNormOutput(b *testing.B) {
 	out, inv := make([]float32, rows*d), make([]float32, rows)
 	b.Run("reused", func(b *testing.B) {
 		for b.Loop() {
-			parallelFor(rows, d, func(lo, hi int) {
-				for r := lo; r < hi; r++ {
-					row := in[r*d : (r+1)*d]
-					inv[r] = rmsInv(row, 1e-6)
-					rmsScaleRow(out[r*d:(r+1)*d], row, w, inv[r])
-				}
-			})
+			rmsNormInto(out, inv, in, w, d, 1e-6)
 		}
 	})
 	x, wt := newTensor([]int{rows, d}, mx.Float32, in), newTensor([]int{d}, mx.Float32, w)
