@@ -1,6 +1,7 @@
 package goeng
 
 import (
+	"runtime"
 	"testing"
 
 	"github.com/dgtune/dgtune/mx"
@@ -31,5 +32,15 @@ func BenchmarkRMSNormOutput(b *testing.B) {
 		for b.Loop() {
 			rmsNormKernel(x, wt, 1e-6)
 		}
+	})
+	// A step's live heap is hundreds of MB, so its collections are far rarer than this
+	// benchmark's alone (a 4 MB heap goal: one every ~5 calls); a live ballast of that
+	// size separates the cost of collecting from the cost of writing fresh memory.
+	b.Run("fresh-bigheap", func(b *testing.B) {
+		ballast := make([]float32, 192<<20)
+		for b.Loop() {
+			rmsNormKernel(x, wt, 1e-6)
+		}
+		runtime.KeepAlive(ballast)
 	})
 }
