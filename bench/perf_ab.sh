@@ -20,9 +20,10 @@
 # PY, PEER, CELLS (default "bench2 small2 bench16 small16"), REAL (names timed on the real
 # geometry, default "new main"; empty to skip).
 #
-# A difference of a few per cent is below these hosts' noise (in session 23 the medians of two
-# builds running the same code differed by 4 %): add an A/A control, the base build copied under a
-# third name (NAMES="main new main2"), and believe only a difference that beats main against main2.
+# A difference of a few per cent is below these hosts' noise (the medians of two builds running the
+# same code differed by 4 % in session 23 and by up to 8 % in session 24's five-round A/A run): add an
+# A/A control, the base build copied under a third name (NAMES="main new main2"), and believe only a
+# difference that beats main against main2.
 set -u
 B=$1
 OUT=$2
