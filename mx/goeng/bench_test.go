@@ -9,8 +9,14 @@ import (
 )
 
 // reportGFLOPs reports flops per iteration as GFLOP/s over the timed loop.
-func reportGFLOPs(b *testing.B, flops float64) {
-	b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+func reportGFLOPs(b *testing.B, flops float64) { reportRate(b, flops, "GFLOP/s") }
+
+// reportGelems reports elems elements an iteration as billions a second.
+func reportGelems(b *testing.B, elems int) { reportRate(b, float64(elems), "Gelem/s") }
+
+// reportRate reports perOp units an iteration as billions a second.
+func reportRate(b *testing.B, perOp float64, unit string) {
+	b.ReportMetric(perOp*float64(b.N)/b.Elapsed().Seconds()/1e9, unit)
 }
 
 // BenchmarkMatmul covers a square training-size product, a decode-style vector against
@@ -110,7 +116,7 @@ func BenchmarkRMSNorm(b *testing.B) {
 		for b.Loop() {
 			mx.Eval(mx.RMSNorm(x, w, 1e-6))
 		}
-		b.ReportMetric(float64(rows*d)*float64(b.N)/b.Elapsed().Seconds()/1e9, "Gelem/s")
+		reportGelems(b, rows*d)
 	})
 	b.Run("forward+backward", func(b *testing.B) {
 		step := mx.ValueAndGrad(func(a []*mx.Array) []*mx.Array {
@@ -120,6 +126,6 @@ func BenchmarkRMSNorm(b *testing.B) {
 			outs, grads := step([]*mx.Array{x})
 			mx.Eval(append(outs, grads...)...)
 		}
-		b.ReportMetric(float64(rows*d)*float64(b.N)/b.Elapsed().Seconds()/1e9, "Gelem/s")
+		reportGelems(b, rows*d)
 	})
 }

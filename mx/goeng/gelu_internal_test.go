@@ -189,12 +189,17 @@ func BenchmarkGeGLURows(b *testing.B) {
 		for b.Loop() {
 			gegluRows(out, x, u)
 		}
-		b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds()/1e9, "Gelem/s")
+		reportRowRate(b, n)
 	})
 	b.Run("backward", func(b *testing.B) {
 		for b.Loop() {
 			gegluGradRows(out, out2, x, u, ct)
 		}
-		b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds()/1e9, "Gelem/s")
+		reportRowRate(b, n)
 	})
+}
+
+// reportRowRate reports n elements an iteration as billions a second.
+func reportRowRate(b *testing.B, n int) {
+	b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds()/1e9, "Gelem/s")
 }

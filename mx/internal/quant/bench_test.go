@@ -6,6 +6,11 @@ import (
 	"testing"
 )
 
+// reportGFLOPs reports flops an iteration as GFLOP/s.
+func reportGFLOPs(b *testing.B, flops float64) {
+	b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+}
+
 // BenchmarkMatmulT covers the hot shapes: a decode-style single row against
 // a hidden×hidden projection, and a training micro-batch.
 func BenchmarkMatmulT(b *testing.B) {
@@ -20,7 +25,7 @@ func BenchmarkMatmulT(b *testing.B) {
 				for b.Loop() {
 					MatmulT(y, x, s.M, packed, scales, biases, s.N, s.K, p)
 				}
-				b.ReportMetric(2*float64(s.M*s.N*s.K)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+				reportGFLOPs(b, 2*float64(s.M*s.N*s.K))
 			})
 		}
 	}
@@ -38,7 +43,7 @@ func BenchmarkMatmul(b *testing.B) {
 			for b.Loop() {
 				Matmul(y, x, s.M, packed, scales, biases, s.K, s.N, p)
 			}
-			b.ReportMetric(2*float64(s.M*s.N*s.K)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			reportGFLOPs(b, 2*float64(s.M*s.N*s.K))
 		})
 	}
 }
@@ -63,13 +68,13 @@ func BenchmarkMatmulReal(b *testing.B) {
 			for b.Loop() {
 				MatmulT(y, x, M, packed, scales, biases, s.out, s.in, p)
 			}
-			b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			reportGFLOPs(b, flops)
 		})
 		b.Run(s.name+"/N", func(b *testing.B) {
 			for b.Loop() {
 				Matmul(dx, g, M, packed, scales, biases, s.out, s.in, p)
 			}
-			b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			reportGFLOPs(b, flops)
 		})
 	}
 }
@@ -100,7 +105,7 @@ func BenchmarkGemmThreshold(b *testing.B) {
 					for b.Loop() {
 						c.run()
 					}
-					b.ReportMetric(2*float64(M*N*K)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+					reportGFLOPs(b, 2*float64(M*N*K))
 				})
 			}
 		}

@@ -29,14 +29,14 @@ func BenchmarkGather(b *testing.B) {
 			for b.Loop() {
 				GatherMatmulT(y, x, rows, idx, packed, scales, biases, E, s.N, s.K, p, true)
 			}
-			b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			reportGFLOPs(b, flops)
 		})
 		b.Run(fmt.Sprintf("%s/input_gradient", s.name), func(b *testing.B) {
 			g, dx := randX(rng, rows*s.N), make([]float32, rows*s.K)
 			for b.Loop() {
 				GatherMatmul(dx, g, rows, idx, packed, scales, biases, E, s.N, s.K, p, true)
 			}
-			b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			reportGFLOPs(b, flops)
 		})
 	}
 }

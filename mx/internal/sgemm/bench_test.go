@@ -15,6 +15,11 @@ var benchShapes = [][3]int{
 	{256, 512, 1024}, {512, 512, 1024}, {256, 512, 8192}, {512, 512, 8192},
 }
 
+// reportGFLOPs reports flops an iteration as GFLOP/s.
+func reportGFLOPs(b *testing.B, flops float64) {
+	b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+}
+
 func benchGemm(b *testing.B, kern kernels, workers int, ta, tb Trans, m, k, n int) {
 	rng := rand.New(rand.NewPCG(1, 1))
 	a, bm := randMat(rng, m*k), randMat(rng, k*n)
@@ -30,7 +35,7 @@ func benchGemm(b *testing.B, kern kernels, workers int, ta, tb Trans, m, k, n in
 	for b.Loop() {
 		p.run(kern, workers)
 	}
-	b.ReportMetric(2*float64(m*n*k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+	reportGFLOPs(b, 2*float64(m*n*k))
 }
 
 // BenchmarkGemm is the default kernel on all cores (GOMAXPROCS) for C = A·B.

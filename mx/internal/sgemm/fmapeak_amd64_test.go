@@ -36,7 +36,7 @@ func BenchmarkFMAPeak(b *testing.B) {
 					}
 					wg.Wait()
 				}
-				b.ReportMetric(p.flops*iters*float64(w)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+				reportGFLOPs(b, p.flops*iters*float64(w))
 			})
 		}
 	}

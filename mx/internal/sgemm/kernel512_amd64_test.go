@@ -166,7 +166,7 @@ func BenchmarkKernelInL1(b *testing.B) {
 			for b.Loop() {
 				kernelWideAVX512(kc, a0, a1, b0, b1, nr, c, 2*nr, true)
 			}
-			b.ReportMetric(2*float64(2*mr*2*nr*kc)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			reportGFLOPs(b, 2*float64(2*mr*2*nr*kc))
 		})
 	}
 }

@@ -136,13 +136,13 @@ func BenchmarkGemmPacked4Bit(b *testing.B) {
 		for b.Loop() {
 			GemmPacked(NoTrans, m, n, k, a, k, w.pack, c, n, false)
 		}
-		b.ReportMetric(2*float64(m*n*k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+		reportGFLOPs(b, 2*float64(m*n*k))
 	})
 	dense := w.dense()
 	b.Run("dense", func(b *testing.B) {
 		for b.Loop() {
 			Gemm(NoTrans, Transposed, m, n, k, a, k, dense, k, c, n, false)
 		}
-		b.ReportMetric(2*float64(m*n*k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+		reportGFLOPs(b, 2*float64(m*n*k))
 	})
 }

@@ -108,7 +108,7 @@ func BenchmarkExpertsColdB(b *testing.B) {
 					runBatch(ps, kn.ks, maxProcs())
 					layer = (layer + 1) % pool
 				}
-				b.ReportMetric(2*float64(experts*rows*k*n)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+				reportGFLOPs(b, 2*float64(experts*rows*k*n))
 			})
 		}
 	}
@@ -146,7 +146,7 @@ func BenchmarkLinearColdB(b *testing.B) {
 						p.run(kn.ks, maxProcs())
 						i = (i + 1) % len(ws)
 					}
-					b.ReportMetric(2*float64(rows*k*n)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+					reportGFLOPs(b, 2*float64(rows*k*n))
 				})
 			}
 		}
