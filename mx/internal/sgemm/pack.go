@@ -122,6 +122,11 @@ func packB(dst, b []float32, ldb int, t Trans, pc, kb, j0, nt int) {
 // eight 8-byte moves per 64 bytes kept the load and store queues full while the weight
 // streamed in (cold 512×512 weight, one core: 7.5 → 12.5 GB/s; the experts' g·W, 32
 // products of 48 rows, 118–130 → 138–190 GFLOP/s on 2 cores).
+//
+// Not packing at all — the wide and edge kernels take B's row stride, so they can read
+// whole panel pairs of an untransposed B where it lies — was 5–27 % faster for products
+// of 48–192 rows on the development EPYC but 10–40 % slower on the device's Xeon, whose
+// L1 sets a panel pair's lines 2–4 KiB apart share (session 25), so B is always packed.
 func packBRows(dst, b []float32, ldb, pc, kb, j0, nt int) {
 	full := nt / nr * nr
 	if full > 0 && kb > 0 {
