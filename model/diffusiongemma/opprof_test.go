@@ -21,6 +21,12 @@ import (
 //	GOENG_OPPROF=bench,4,128,256,3 GOMAXPROCS=16 go test ./model/diffusiongemma -run TestOpProfile -v
 //
 // bits is 4 or 0 (unquantized); the defaults are 4 bits, 64/64, 3 steps after one warm-up.
+//
+// Prefer a checkpoint directory (`probe mkmodel --preset bench --bits 0 --seed 1 --out DIR`)
+// to a preset name: a preset's weights are drawn into the Go heap, where on the development
+// VM the step ran 1.3–2× slower than on the same weights loaded from disk, as `probe bench`
+// runs them (bench, f32, 2 threads: 404–626 against 273–285 ms a step, with twice the page
+// faults; session 25).
 func TestOpProfile(t *testing.T) {
 	spec := os.Getenv("GOENG_OPPROF")
 	if spec == "" {
